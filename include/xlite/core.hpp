@@ -1,0 +1,11 @@
+#pragma once
+
+// core/: dtypes, shapes, errors, CPU feature detection, the thread pool, environment config.
+
+#include "xlite/core/cpu_features.hpp"
+#include "xlite/core/dtype.hpp"
+#include "xlite/core/env.hpp"
+#include "xlite/core/error.hpp"
+#include "xlite/core/shape.hpp"
+#include "xlite/core/thread_pool.hpp"
+#include "xlite/version.hpp"

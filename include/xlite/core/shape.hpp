@@ -1,0 +1,128 @@
+#pragma once
+
+// A tensor's shape: up to max_rank non-negative dimensions, stored inline (no allocation),
+// with NumPy broadcasting. Dimensions are signed 64-bit, as in PyTorch, so arithmetic on
+// them never wraps around silently; a shape is validated once, when it is made, and its
+// element count is then known to fit in int64.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <ranges>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "xlite/core/error.hpp"
+
+namespace xlite {
+
+inline constexpr std::size_t max_rank = 8;
+
+class shape {
+public:
+  using value_type = std::int64_t;
+
+  // Rank 0: a scalar, with one element.
+  constexpr shape() = default;
+
+  shape(std::initializer_list<std::int64_t> dims) : shape(std::span(dims.begin(), dims.size())) {}
+
+  // From any range of integers: std::vector<std::size_t>, an xtensor shape, a span...
+  template <std::ranges::input_range Dims>
+    requires std::integral<std::ranges::range_value_t<Dims>>
+  explicit shape(const Dims& dims) {
+    for (const auto dim : dims) {
+      if (rank_ == max_rank) {
+        throw shape_error(detail::message("shape: rank ", std::ranges::distance(dims),
+                                          " exceeds the maximum rank ", max_rank));
+      }
+      if constexpr (std::is_signed_v<std::ranges::range_value_t<Dims>>) {
+        if (dim < 0) throw shape_error(detail::message("shape: dimension ", rank_, " is negative (", dim, ")"));
+      }
+      if (std::cmp_greater(dim, INT64_MAX)) {
+        throw shape_error(detail::message("shape: dimension ", rank_, " (", dim, ") does not fit in int64"));
+      }
+      dims_[rank_++] = static_cast<std::int64_t>(dim);
+    }
+    check_numel_fits();
+  }
+
+  constexpr std::size_t rank() const noexcept { return rank_; }
+  constexpr std::int64_t operator[](std::size_t axis) const noexcept { return dims_[axis]; }
+  constexpr std::span<const std::int64_t> dims() const noexcept { return {dims_.data(), rank_}; }
+  constexpr auto begin() const noexcept { return dims().begin(); }
+  constexpr auto end() const noexcept { return dims().end(); }
+
+  // The number of elements: the product of the dimensions (1 for rank 0).
+  constexpr std::int64_t numel() const noexcept {
+    std::int64_t n = 1;
+    for (const auto dim : dims()) n *= dim;
+    return n;
+  }
+
+  friend constexpr bool operator==(const shape& a, const shape& b) noexcept {
+    return std::ranges::equal(a.dims(), b.dims());
+  }
+
+  // "(2, 3)", "(4,)" for rank 1 and "()" for rank 0, as NumPy prints shapes.
+  std::string to_string() const {
+    std::string text = "(";
+    for (std::size_t axis = 0; axis < rank_; ++axis) {
+      if (axis > 0) text += ", ";
+      text += std::to_string(dims_[axis]);
+    }
+    return text + (rank_ == 1 ? ",)" : ")");
+  }
+
+  friend std::ostream& operator<<(std::ostream& out, const shape& s) { return out << s.to_string(); }
+
+private:
+  void check_numel_fits() const {
+    if (std::ranges::find(dims(), 0) != end()) return;
+    std::int64_t n = 1;
+    for (const auto dim : dims()) {
+      if (__builtin_mul_overflow(n, dim, &n)) {
+        throw shape_error(detail::message("shape: ", to_string(), " has more elements than int64 can count"));
+      }
+    }
+  }
+
+  std::array<std::int64_t, max_rank> dims_{};
+  std::size_t rank_ = 0;
+};
+
+// NumPy broadcasting: shapes are aligned at their last dimension, and each pair of
+// dimensions must be equal or contain a 1. `op` names the operation in the error message.
+inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view op) {
+  const std::size_t rank = std::max(a.rank(), b.rank());
+  std::array<std::int64_t, max_rank> dims{};
+  for (std::size_t i = 0; i < rank; ++i) { // i counts from the last dimension
+    const std::int64_t da = i < a.rank() ? a[a.rank() - 1 - i] : 1;
+    const std::int64_t db = i < b.rank() ? b[b.rank() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1) {
+      throw shape_error(detail::message(op, ": shapes ", a, " and ", b, " cannot be broadcast together: dimension -",
+                                        i + 1, " is ", da, " in the first and ", db, " in the second"));
+    }
+    dims[rank - 1 - i] = da == 1 ? db : da;
+  }
+  return shape(std::span(dims.data(), rank));
+}
+
+// An axis in [-rank, rank) made non-negative, as NumPy and PyTorch accept negative axes.
+inline std::size_t normalize_axis(std::int64_t axis, std::size_t rank, std::string_view op) {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (rank == 0) throw index_error(detail::message(op, ": axis ", axis, " given for a rank-0 tensor, which has no axes"));
+  if (axis < -r || axis >= r) {
+    throw index_error(detail::message(op, ": axis ", axis, " is out of range for rank ", rank, " (valid: ", -r,
+                                      " to ", r - 1, ")"));
+  }
+  return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+}
+
+} // namespace xlite

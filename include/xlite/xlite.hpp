@@ -1,0 +1,6 @@
+#pragma once
+
+// Everything xlite has. Each layer also has its own umbrella header (xlite/core.hpp, ...), so
+// code that needs one part does not pay the compile time of the rest.
+
+#include "xlite/core.hpp"

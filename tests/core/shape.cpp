@@ -1,0 +1,106 @@
+#include <xlite/core/shape.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <vector>
+
+using Catch::Matchers::Contains;
+using xlite::shape;
+
+TEST_CASE("shape: rank, dimensions, element count, printing", "[shape]") {
+  const shape scalar;
+  CHECK(scalar.rank() == 0);
+  CHECK(scalar.numel() == 1);
+  CHECK(scalar.to_string() == "()");
+
+  const shape s{2, 3, 4};
+  CHECK(s.rank() == 3);
+  CHECK(s[1] == 3);
+  CHECK(s.numel() == 24);
+  CHECK(s.to_string() == "(2, 3, 4)");
+  CHECK(shape{5}.to_string() == "(5,)");
+  CHECK(shape{4, 0, 2}.numel() == 0);
+  CHECK(std::vector<std::int64_t>(s.begin(), s.end()) == std::vector<std::int64_t>{2, 3, 4});
+
+  CHECK(shape(std::vector<std::size_t>{2, 3, 4}) == s);
+  CHECK(shape{2, 3} != s);
+}
+
+TEST_CASE("shape: invalid dimensions are shape_errors that say what is wrong", "[shape]") {
+  CHECK_THROWS_WITH(shape({2, -1}), Contains("dimension 1 is negative (-1)"));
+  CHECK_THROWS_WITH(shape({1, 1, 1, 1, 1, 1, 1, 1, 1}), Contains("rank 9 exceeds the maximum rank 8"));
+  CHECK_THROWS_AS(shape({1LL << 32, 1LL << 32}), xlite::shape_error);
+  CHECK_THROWS_WITH(shape({1LL << 32, 1LL << 32}), Contains("more elements than int64 can count"));
+  CHECK_THROWS_AS(shape(std::vector<std::uint64_t>{1ULL << 63}), xlite::shape_error);
+  CHECK_NOTHROW(shape({0, 1LL << 62, 1LL << 62})); // zero elements, however large the rest
+  CHECK_NOTHROW(shape({1, 1, 1, 1, 1, 1, 1, 1}));
+}
+
+namespace {
+
+// NumPy's broadcasting rule written the long way, as an independent reference: pad both
+// shapes with leading 1s to the same rank, then take each dimension pair in turn.
+std::vector<std::int64_t> reference_broadcast(std::vector<std::int64_t> a, std::vector<std::int64_t> b, bool& ok) {
+  while (a.size() < b.size()) a.insert(a.begin(), 1);
+  while (b.size() < a.size()) b.insert(b.begin(), 1);
+  std::vector<std::int64_t> out(a.size());
+  ok = true;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i] || b[i] == 1) {
+      out[i] = a[i];
+    } else if (a[i] == 1) {
+      out[i] = b[i];
+    } else {
+      ok = false;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("broadcast_shapes agrees with NumPy's rule on random shapes", "[shape][property]") {
+  std::mt19937 rng(20261122);
+  std::uniform_int_distribution<int> rank_of(0, 5);
+  std::uniform_int_distribution<int> dim_of(0, 4); // small dims so 0s, 1s and clashes are common
+  int compatible = 0;
+  int incompatible = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::vector<std::int64_t> a(rank_of(rng)), b(rank_of(rng));
+    for (auto& d : a) d = dim_of(rng);
+    for (auto& d : b) d = dim_of(rng);
+    bool ok = false;
+    const auto expected = reference_broadcast(a, b, ok);
+    INFO(shape(a) << " with " << shape(b));
+    if (ok) {
+      ++compatible;
+      CHECK(xlite::broadcast_shapes(shape(a), shape(b), "add") == shape(expected));
+      CHECK(xlite::broadcast_shapes(shape(b), shape(a), "add") == shape(expected));
+    } else {
+      ++incompatible;
+      CHECK_THROWS_AS(xlite::broadcast_shapes(shape(a), shape(b), "add"), xlite::shape_error);
+    }
+  }
+  CHECK(compatible > 1000); // both branches were really exercised
+  CHECK(incompatible > 1000);
+}
+
+TEST_CASE("broadcast_shapes: the error names the op, both shapes and the dimension", "[shape]") {
+  CHECK_THROWS_WITH(xlite::broadcast_shapes(shape{2, 3}, shape{4}, "mul"),
+                    Contains("mul: shapes (2, 3) and (4,) cannot be broadcast together") &&
+                        Contains("dimension -1 is 3 in the first and 4 in the second"));
+  CHECK(xlite::broadcast_shapes(shape{}, shape{3, 1}, "add") == shape{3, 1});
+  CHECK(xlite::broadcast_shapes(shape{0}, shape{1}, "add") == shape{0});
+  CHECK(xlite::broadcast_shapes(shape{8, 1, 6, 1}, shape{7, 1, 5}, "add") == shape{8, 7, 6, 5});
+}
+
+TEST_CASE("normalize_axis accepts -rank to rank-1 and names the op otherwise", "[shape]") {
+  CHECK(xlite::normalize_axis(-1, 3, "sum") == 2);
+  CHECK(xlite::normalize_axis(-3, 3, "sum") == 0);
+  CHECK(xlite::normalize_axis(2, 3, "sum") == 2);
+  CHECK_THROWS_AS(xlite::normalize_axis(3, 3, "sum"), xlite::index_error);
+  CHECK_THROWS_WITH(xlite::normalize_axis(-4, 3, "sum"),
+                    Contains("sum: axis -4 is out of range for rank 3 (valid: -3 to 2)"));
+  CHECK_THROWS_WITH(xlite::normalize_axis(0, 0, "mean"), Contains("mean: axis 0 given for a rank-0 tensor"));
+}

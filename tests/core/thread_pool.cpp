@@ -1,0 +1,146 @@
+#include <xlite/core/thread_pool.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
+
+using Catch::Matchers::Contains;
+
+TEST_CASE("parallel_for visits every index exactly once", "[thread_pool][property]") {
+  std::mt19937 rng(7);
+  for (const std::size_t threads : {1u, 2u, 3u, 5u}) {
+    xlite::thread_pool pool(threads);
+    CHECK(pool.num_threads() == threads);
+    for (int trial = 0; trial < 50; ++trial) {
+      const std::int64_t count = std::uniform_int_distribution<std::int64_t>(0, 5000)(rng);
+      const std::int64_t grain = std::uniform_int_distribution<std::int64_t>(1, 700)(rng);
+      std::vector<std::atomic<int>> visits(static_cast<std::size_t>(count));
+      pool.parallel_for(count, grain, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) visits[static_cast<std::size_t>(i)].fetch_add(1);
+      });
+      INFO(threads << " threads, count " << count << ", grain " << grain);
+      for (const auto& v : visits) REQUIRE(v.load() == 1);
+    }
+  }
+}
+
+TEST_CASE("chunks depend on count and grain only, so chunked sums are bitwise reproducible", "[thread_pool]") {
+  std::mt19937 rng(11);
+  std::vector<float> values(100003);
+  for (auto& v : values) v = std::uniform_real_distribution<float>(-1e3f, 1e3f)(rng);
+  const std::int64_t grain = 4096;
+  const auto chunks = static_cast<std::size_t>((values.size() + grain - 1) / grain);
+
+  auto chunked_sum = [&](xlite::thread_pool& pool, std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) {
+    std::vector<float> partial(chunks);
+    std::mutex m;
+    pool.parallel_for(static_cast<std::int64_t>(values.size()), grain, [&](std::int64_t begin, std::int64_t end) {
+      float s = 0;
+      for (std::int64_t i = begin; i < end; ++i) s += values[static_cast<std::size_t>(i)];
+      partial[static_cast<std::size_t>(begin / grain)] = s;
+      std::scoped_lock lock(m);
+      ranges.emplace_back(begin, end);
+    });
+    float total = 0;
+    for (const float p : partial) total += p;
+    return total;
+  };
+
+  xlite::thread_pool serial(1);
+  std::vector<std::pair<std::int64_t, std::int64_t>> serial_ranges;
+  const float expected = chunked_sum(serial, serial_ranges);
+  CHECK(serial_ranges.size() == chunks);
+  for (const std::size_t threads : {2u, 3u, 8u}) {
+    xlite::thread_pool pool(threads);
+    for (int repeat = 0; repeat < 5; ++repeat) {
+      std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+      CHECK(chunked_sum(pool, ranges) == expected); // bitwise, not approximately
+      std::sort(ranges.begin(), ranges.end());
+      CHECK(ranges == serial_ranges);
+    }
+  }
+}
+
+TEST_CASE("work really spreads over the pool's threads", "[thread_pool]") {
+  xlite::thread_pool pool(2);
+  std::mutex m;
+  std::vector<std::thread::id> ids;
+  std::atomic<int> arrived{0};
+  // Two chunks that each wait for the other: this finishes only if two threads run them.
+  pool.parallel_for(2, 1, [&](std::int64_t, std::int64_t) {
+    {
+      std::scoped_lock lock(m);
+      ids.push_back(std::this_thread::get_id());
+    }
+    arrived.fetch_add(1);
+    while (arrived.load() < 2) std::this_thread::yield();
+  });
+  REQUIRE(ids.size() == 2);
+  CHECK(ids[0] != ids[1]);
+}
+
+TEST_CASE("an exception in a chunk reaches the caller and the pool stays usable", "[thread_pool]") {
+  xlite::thread_pool pool(3);
+  std::atomic<int> ran{0};
+  CHECK_THROWS_WITH(pool.parallel_for(1000, 1,
+                                      [&](std::int64_t begin, std::int64_t) {
+                                        ran.fetch_add(1);
+                                        if (begin == 10) throw std::runtime_error("chunk 10 failed");
+                                      }),
+                    "chunk 10 failed");
+  CHECK(ran.load() < 1000); // chunks after the failure were skipped (at most a few in flight ran)
+  std::atomic<std::int64_t> sum{0};
+  pool.parallel_for(100, 7, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) sum.fetch_add(i);
+  });
+  CHECK(sum.load() == 4950);
+}
+
+TEST_CASE("nested parallel_for runs serially instead of deadlocking", "[thread_pool]") {
+  xlite::thread_pool pool(2);
+  std::atomic<std::int64_t> sum{0};
+  pool.parallel_for(8, 1, [&](std::int64_t, std::int64_t) {
+    pool.parallel_for(100, 10, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) sum.fetch_add(i);
+    });
+  });
+  CHECK(sum.load() == 8 * 4950);
+}
+
+TEST_CASE("parallel_for from several threads at once on one pool", "[thread_pool]") {
+  xlite::thread_pool pool(3);
+  std::atomic<std::int64_t> sum{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 4; ++c) {
+    callers.emplace_back([&] {
+      for (int r = 0; r < 50; ++r) {
+        pool.parallel_for(1000, 64, [&](std::int64_t begin, std::int64_t end) {
+          for (std::int64_t i = begin; i < end; ++i) sum.fetch_add(i);
+        });
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  CHECK(sum.load() == 4 * 50 * 499500LL);
+}
+
+TEST_CASE("bad arguments are value_errors", "[thread_pool]") {
+  CHECK_THROWS_AS(xlite::thread_pool(0), xlite::value_error);
+  xlite::thread_pool pool(2);
+  CHECK_THROWS_WITH(pool.parallel_for(10, 0, [](std::int64_t, std::int64_t) {}),
+                    Contains("grain must be at least 1, got 0"));
+  int calls = 0;
+  pool.parallel_for(0, 1, [&](std::int64_t, std::int64_t) { ++calls; });
+  pool.parallel_for(-5, 1, [&](std::int64_t, std::int64_t) { ++calls; });
+  CHECK(calls == 0);
+}
+
+TEST_CASE("XLITE_NUM_THREADS=3", "[.xlite_num_threads]") {
+  CHECK(xlite::default_thread_pool().num_threads() == 3);
+}
