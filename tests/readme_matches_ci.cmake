@@ -1,0 +1,17 @@
+# The README promises two commands; CI must run the second one, word for word.
+# cmake -DSOURCE_DIR=... -P readme_matches_ci.cmake
+file(READ "${SOURCE_DIR}/README.md" readme)
+file(STRINGS "${SOURCE_DIR}/.ci/run" ci_lines REGEX "^[^#].*install-deps")
+list(LENGTH ci_lines count)
+if(NOT count EQUAL 1)
+  message(FATAL_ERROR ".ci/run should run exactly one command, the README's test command; found: ${ci_lines}")
+endif()
+string(FIND "${readme}" "\n${ci_lines}\n" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR ".ci/run runs\n  ${ci_lines}\nbut README.md does not give that command")
+endif()
+string(REGEX MATCHALL "\nscripts/install-deps.sh && [^\n]*" commands "${readme}")
+list(LENGTH commands command_count)
+if(NOT command_count EQUAL 2)
+  message(FATAL_ERROR "README.md should give exactly two set-up-and-run commands, found ${command_count}")
+endif()
