@@ -1,0 +1,134 @@
+#pragma once
+
+// xlite's op set: the one list of operations. The static expression layer (expr/) and the
+// lazy IR (ir/) are two front ends of it, and the kernels (kernels/) implement it, so the
+// three cannot drift apart: each is checked against this list at compile time.
+//
+// For each op: its name, its arity, whether it is element-wise or a reduction, and the rule
+// that gives its result dtype from its operands' dtypes (PyTorch's rules).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <span>
+#include <string_view>
+
+#include "xlite/core/dtype.hpp"
+#include "xlite/core/error.hpp"
+
+namespace xlite {
+
+// How an op's result dtype follows from its operands' dtypes.
+enum class dtype_rule : std::uint8_t {
+  promote,       // promote_types over the operands (add, mul, min, ...)
+  promote_data,  // promote_types over operands 1.. (where: operand 0 is the condition)
+  to_floating,   // the operand's dtype if floating point, else float32 (exp, true division, mean)
+  to_boolean,    // bool (comparisons, logical ops)
+  to_index,      // int64 (argmax)
+  accumulate,    // integral and bool widen to int64, floating stays (sum, prod: as torch.sum)
+  explicit_type, // chosen by the caller (cast)
+};
+
+enum class op_kind : std::uint8_t { elementwise, reduction };
+
+// X(name, arity, kind, dtype_rule). Names are the lower-case names users see.
+#define XLITE_OP_LIST(X)                                  \
+  X(add, 2, elementwise, promote)                         \
+  X(sub, 2, elementwise, promote)                         \
+  X(mul, 2, elementwise, promote)                         \
+  X(div, 2, elementwise, to_floating)                     \
+  X(neg, 1, elementwise, promote)                         \
+  X(equal, 2, elementwise, to_boolean)                    \
+  X(not_equal, 2, elementwise, to_boolean)                \
+  X(less, 2, elementwise, to_boolean)                     \
+  X(less_equal, 2, elementwise, to_boolean)               \
+  X(greater, 2, elementwise, to_boolean)                  \
+  X(greater_equal, 2, elementwise, to_boolean)            \
+  X(logical_and, 2, elementwise, to_boolean)              \
+  X(logical_or, 2, elementwise, to_boolean)               \
+  X(logical_not, 1, elementwise, to_boolean)              \
+  X(where, 3, elementwise, promote_data)                  \
+  X(fma, 3, elementwise, promote)                         \
+  X(minimum, 2, elementwise, promote)                     \
+  X(maximum, 2, elementwise, promote)                     \
+  X(clamp, 3, elementwise, promote)                       \
+  X(pow, 2, elementwise, to_floating)                     \
+  X(abs, 1, elementwise, promote)                         \
+  X(exp, 1, elementwise, to_floating)                     \
+  X(log, 1, elementwise, to_floating)                     \
+  X(log1p, 1, elementwise, to_floating)                   \
+  X(sqrt, 1, elementwise, to_floating)                    \
+  X(rsqrt, 1, elementwise, to_floating)                   \
+  X(tanh, 1, elementwise, to_floating)                    \
+  X(sigmoid, 1, elementwise, to_floating)                 \
+  X(relu, 1, elementwise, promote)                        \
+  X(gelu, 1, elementwise, to_floating)                    \
+  X(sin, 1, elementwise, to_floating)                     \
+  X(cos, 1, elementwise, to_floating)                     \
+  X(floor, 1, elementwise, promote)                       \
+  X(ceil, 1, elementwise, promote)                        \
+  X(round, 1, elementwise, promote)                       \
+  X(cast, 1, elementwise, explicit_type)                  \
+  X(sum, 1, reduction, accumulate)                        \
+  X(mean, 1, reduction, to_floating)                      \
+  X(max, 1, reduction, promote)                           \
+  X(min, 1, reduction, promote)                           \
+  X(prod, 1, reduction, accumulate)                       \
+  X(argmax, 1, reduction, to_index)
+
+enum class op : std::uint8_t {
+#define XLITE_OP_ENUM(name, arity, kind, rule) name,
+  XLITE_OP_LIST(XLITE_OP_ENUM)
+#undef XLITE_OP_ENUM
+};
+
+struct op_info {
+  std::string_view name;
+  std::size_t arity;
+  op_kind kind;
+  dtype_rule rule;
+};
+
+inline constexpr std::array op_table{
+#define XLITE_OP_INFO(name, arity, kind, rule) op_info{#name, arity, op_kind::kind, dtype_rule::rule},
+    XLITE_OP_LIST(XLITE_OP_INFO)
+#undef XLITE_OP_INFO
+};
+
+inline constexpr std::size_t op_count = op_table.size();
+
+constexpr const op_info& info(op o) { return op_table[static_cast<std::size_t>(o)]; }
+constexpr std::string_view name(op o) { return info(o).name; }
+
+inline std::ostream& operator<<(std::ostream& out, op o) { return out << name(o); }
+
+// The result dtype of `o` applied to operands of the given dtypes; `explicit_type` ops
+// (cast) take their result from the caller and are a dtype_error here.
+constexpr dtype result_dtype(op o, std::span<const dtype> operands) {
+  const op_info& i = info(o);
+  if (operands.size() != i.arity) {
+    throw dtype_error(detail::message(i.name, ": takes ", i.arity, " operands, got ", operands.size()));
+  }
+  switch (i.rule) {
+  case dtype_rule::promote:
+  case dtype_rule::promote_data: {
+    const std::size_t first = i.rule == dtype_rule::promote_data ? 1 : 0;
+    dtype result = operands[first];
+    for (std::size_t k = first + 1; k < operands.size(); ++k) result = promote_types(result, operands[k]);
+    return result;
+  }
+  case dtype_rule::to_floating: {
+    dtype result = operands[0];
+    for (std::size_t k = 1; k < operands.size(); ++k) result = promote_types(result, operands[k]);
+    return is_floating_point(result) ? result : default_floating_dtype;
+  }
+  case dtype_rule::to_boolean: return dtype::boolean;
+  case dtype_rule::to_index: return dtype::i64;
+  case dtype_rule::accumulate: return is_floating_point(operands[0]) ? operands[0] : dtype::i64;
+  case dtype_rule::explicit_type: break;
+  }
+  throw dtype_error(detail::message(i.name, ": the result dtype is chosen by the caller"));
+}
+
+} // namespace xlite

@@ -1,0 +1,50 @@
+#pragma once
+
+// Assigning a static expression to a tensor, and eval(): where an expression becomes data.
+
+#include <type_traits>
+
+#include "xlite/expr/evaluate.hpp"
+#include "xlite/expr/node.hpp"
+#include "xlite/expr/tensor.hpp"
+
+namespace xlite::expr {
+
+namespace checks {
+template <class Target, class Source>
+struct assignment_types_must_match {
+  static_assert(std::is_same_v<Target, Source>,
+                "xlite: assigning an expression of one element type (Source below) to a tensor of another (Target "
+                "below): write xlite::cast<Target>(expression)");
+};
+} // namespace checks
+
+// Writes e into `out`, which has room for e.shape and overlaps no operand of e.
+template <class T, expression E>
+void evaluate_expression(T* out, const E& e) {
+  static_cast<void>(sizeof(checks::assignment_types_must_match<T, typename E::value_type>));
+  evaluate_into(e, out);
+}
+
+// dst = e: in place when dst already has e's shape and is at most one of e's operands
+// (a = a * 2 + b), else through a new buffer that then replaces dst's.
+template <class T, expression E>
+void assign_expression(tensor<T>& dst, const E& e) {
+  if (dst.shape() == e.shape && !overlaps_operand(e, dst.data(), dst.size())) {
+    evaluate_expression(dst.data(), e);
+  } else {
+    dst = tensor<T>(e);
+  }
+}
+
+} // namespace xlite::expr
+
+namespace xlite {
+
+// The value of an expression, as a new tensor.
+template <expr::expression E>
+tensor<typename std::remove_cvref_t<E>::value_type> eval(const E& e) {
+  return tensor<typename std::remove_cvref_t<E>::value_type>(e);
+}
+
+} // namespace xlite

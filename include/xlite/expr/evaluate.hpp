@@ -1,0 +1,417 @@
+#pragma once
+
+// Evaluating a static expression: one fused pass over memory.
+//
+// 1. Plan the loop (plan_elementwise): the output shape, each memory leaf's broadcast strides
+//    against it, and adjacent dimensions merged wherever every leaf allows, so that
+//    same-shape operands become one flat run and broadcasts keep the longest inner rows.
+// 2. Bind (bound<E>): a mirror of the expression tree holding, per leaf, where its current
+//    row starts; per node, the kernel functor of its op (kernels/elementwise.hpp).
+// 3. Run (evaluate_into): chunks of the flat output range on the thread pool; in each row,
+//    full SIMD batches of the arch `dispatch` picks, then a scalar tail.
+//
+// Every output element is computed from the same inputs by the same operations whatever
+// the chunking, so the result is bitwise the same for any number of threads. If the
+// destination overlaps an operand in any way other than being that operand (a = a * 2 + b
+// is fine), the expression is evaluated into a temporary first.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <boost/hana/all_of.hpp>
+#include <boost/hana/find_if.hpp>
+
+#include "xlite/core/shape.hpp"
+#include "xlite/core/thread_pool.hpp"
+#include "xlite/expr/graph.hpp"
+#include "xlite/expr/node.hpp"
+#include "xlite/expr/tensor.hpp"
+#include "xlite/kernels/elementwise.hpp"
+#include "xlite/kernels/simd.hpp"
+
+namespace xlite::expr {
+
+// ---- what the type of E says about how to evaluate it --------------------------------------
+
+// The element type whose lanes every batch of the loop has: the first non-bool element
+// type in the tree (int32 lanes for an all-bool expression).
+template <class E>
+using lane_type_t = typename std::remove_cvref_t<decltype(hana::find_if(post_order(hana::type_c<E>), [](auto sub) {
+                      using V = typename decltype(sub)::type::value_type;
+                      return hana::bool_c<!std::is_same_v<V, bool>>;
+                    }).value_or(hana::type_c<scalar<std::int32_t>>))>::type::value_type;
+
+// Whether E can run in SIMD batches: all its element types have batches of the lane
+// type's width (a cast between float and double, or int8 data, takes the scalar loop).
+template <class E>
+inline constexpr bool simd_evaluable_v = decltype(hana::all_of(post_order(hana::type_c<E>), [](auto sub) {
+  using V = typename decltype(sub)::type::value_type;
+  return hana::bool_c<std::is_same_v<V, bool> ||
+                      (kernels::simd_element_v<V> && sizeof(V) == sizeof(lane_type_t<E>))>;
+}))::value;
+
+// ---- memory leaves, in tree order -------------------------------------------------------------
+
+template <class E, class F>
+void for_each_memory_leaf(const E& e, F&& f) {
+  if constexpr (is_memory_leaf_v<E>) {
+    f(e.data, e.shape, sizeof(typename E::value_type));
+  } else if constexpr (requires { e.operands; }) {
+    std::apply([&](const auto&... operand) { (for_each_memory_leaf(operand, f), ...); }, e.operands);
+  } else if constexpr (requires { e.operand; }) {
+    for_each_memory_leaf(e.operand, f);
+  }
+}
+
+// ---- the loop plan ----------------------------------------------------------------------------
+
+using strides_t = std::array<std::int64_t, max_rank>;
+
+// A loop nest over dimensions, with each memory leaf's stride in each (0 where broadcast).
+struct loop_plan {
+  std::size_t rank = 1;                // at least 1
+  strides_t dims{};
+  std::vector<strides_t> leaf_strides; // per memory leaf, in elements
+  std::array<std::uint8_t, max_rank> group{}; // which group of make_plan each dimension came from
+  bool contiguous = true;              // one flat run that every leaf walks with stride 1
+
+  // The dimensions of one group, as [first, last).
+  std::pair<std::size_t, std::size_t> span_of(std::uint8_t g) const {
+    std::size_t first = 0;
+    while (first < rank && group[first] < g) ++first;
+    std::size_t last = first;
+    while (last < rank && group[last] == g) ++last;
+    return {first, last};
+  }
+  std::int64_t count(std::pair<std::size_t, std::size_t> dims_span) const {
+    std::int64_t n = 1;
+    for (std::size_t d = dims_span.first; d < dims_span.second; ++d) n *= dims[d];
+    return n;
+  }
+};
+
+// The strides with which a leaf of shape `leaf` is read when broadcast to `target`.
+inline strides_t broadcast_strides(const xlite::shape& target, const xlite::shape& leaf) {
+  strides_t strides{};
+  std::int64_t stride = 1;
+  for (std::size_t i = 0; i < target.rank(); ++i) { // i counts from the last dimension
+    const std::size_t d = target.rank() - 1 - i;
+    const std::int64_t dim = i < leaf.rank() ? leaf[leaf.rank() - 1 - i] : 1;
+    strides[d] = dim == 1 && target[d] != 1 ? 0 : stride;
+    stride *= dim;
+  }
+  return strides;
+}
+
+// Drops length-1 dimensions and merges each dimension into the one before it wherever every
+// leaf steps through the pair as through one dimension, within a group only. `group` gives
+// each dimension's group, non-decreasing; a group left with no dimension (all length 1) is
+// given one of length 1, so that every group has a place in the plan.
+inline loop_plan make_plan(std::span<const std::int64_t> dims, const std::vector<strides_t>& strides,
+                           std::span<const std::uint8_t> group) {
+  loop_plan plan;
+  plan.leaf_strides.resize(strides.size());
+  std::size_t kept = 0;
+  const auto keep = [&](std::int64_t dim, std::uint8_t g, std::size_t source) {
+    plan.dims[kept] = dim;
+    plan.group[kept] = g;
+    for (std::size_t l = 0; l < strides.size(); ++l) plan.leaf_strides[l][kept] = dim == 1 ? 0 : strides[l][source];
+    ++kept;
+  };
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    const bool last_of_group = d + 1 == dims.size() || group[d + 1] != group[d];
+    if (dims[d] != 1) {
+      keep(dims[d], group[d], d);
+    } else if (last_of_group && (kept == 0 || plan.group[kept - 1] != group[d])) {
+      keep(1, group[d], d); // the group's only place
+    }
+  }
+  if (kept == 0) keep(1, 0, 0);
+  std::size_t write = 0;
+  for (std::size_t d = 1; d < kept; ++d) {
+    const bool merges = plan.group[d] == plan.group[write] &&
+                        std::all_of(plan.leaf_strides.begin(), plan.leaf_strides.end(),
+                                    [&](const strides_t& st) { return st[write] == st[d] * plan.dims[d]; });
+    if (!merges) ++write;
+    plan.group[write] = plan.group[d];
+    plan.dims[write] = merges ? plan.dims[write] * plan.dims[d] : plan.dims[d];
+    for (auto& st : plan.leaf_strides) st[write] = st[d];
+  }
+  plan.rank = write + 1;
+  plan.contiguous = plan.rank == 1 && std::all_of(plan.leaf_strides.begin(), plan.leaf_strides.end(),
+                                                  [](const strides_t& st) { return st[0] == 1; });
+  return plan;
+}
+
+template <class E>
+std::vector<xlite::shape> memory_leaf_shapes(const E& e) {
+  std::vector<xlite::shape> shapes;
+  for_each_memory_leaf(e, [&](const void*, const xlite::shape& s, std::size_t) { shapes.push_back(s); });
+  return shapes;
+}
+
+// The loop for writing e element by element into a tensor of e's shape.
+template <class E>
+loop_plan plan_elementwise(const E& e) {
+  std::vector<strides_t> strides;
+  for (const xlite::shape& leaf : memory_leaf_shapes(e)) strides.push_back(broadcast_strides(e.shape, leaf));
+  const std::array<std::uint8_t, max_rank> one_group{};
+  return make_plan(e.shape.dims(), strides, std::span(one_group.data(), e.shape.rank()));
+}
+
+// ---- bound expressions ---------------------------------------------------------------------
+
+template <class To, class From, class A>
+xsimd::batch_bool<To, A> convert_mask(const xsimd::batch_bool<From, A>& m) {
+  if constexpr (std::is_same_v<To, From>) {
+    return m;
+  } else {
+    return xsimd::bitwise_cast<xsimd::batch<To, A>>(xsimd::bitwise_cast(m)) != xsimd::batch<To, A>(To(0));
+  }
+}
+
+template <class E>
+struct bound;
+
+template <class T>
+struct bound_memory {
+  const T* base;
+  strides_t strides;
+  bool inner_contiguous;
+  const T* row;
+
+  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
+    row = base;
+    for (std::size_t d = 0; d < outer_rank; ++d) row += outer_index[d] * strides[d];
+  }
+
+  template <class Arch, class L, bool Contiguous>
+  auto get(std::int64_t j) const {
+    const T* at = Contiguous || inner_contiguous ? row + j : row;
+    if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
+      return *at;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      using mask = kernels::mask_t<L, Arch>;
+      return Contiguous || inner_contiguous ? mask::load_unaligned(at) : mask(*at);
+    } else {
+      using batch = kernels::batch_t<T, Arch>;
+      return Contiguous || inner_contiguous ? batch::load_unaligned(at) : batch(*at);
+    }
+  }
+};
+
+template <class T>
+struct bound<tensor_ref<T>> : bound_memory<T> {};
+template <class T>
+struct bound<tensor_owner<T>> : bound_memory<T> {};
+
+template <class T>
+struct bound<scalar<T>> {
+  T value;
+  void start_row(const std::int64_t*, std::size_t) {}
+  template <class Arch, class L, bool Contiguous>
+  auto get(std::int64_t) const {
+    if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
+      return value;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return kernels::mask_t<L, Arch>(value);
+    } else {
+      return kernels::batch_t<T, Arch>(value);
+    }
+  }
+};
+
+template <op O, class T, class... Operands>
+struct bound<node<O, T, Operands...>> {
+  std::tuple<bound<Operands>...> operands;
+
+  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
+    std::apply([&](auto&... o) { (o.start_row(outer_index, outer_rank), ...); }, operands);
+  }
+
+  template <class Arch, class L, bool Contiguous>
+  auto get(std::int64_t j) const {
+    return std::apply(
+        [&](const auto&... o) {
+          if constexpr (O == op::where) {
+            return where_of<Arch, L, Contiguous>(j, o...);
+          } else {
+            const auto value = kernels::elementwise<O>{}(o.template get<Arch, L, Contiguous>(j)...);
+            if constexpr (std::is_same_v<T, bool> && !std::is_same_v<Arch, kernels::scalar_arch>) {
+              return convert_mask<L>(value); // a comparison of non-L operands gives their mask type
+            } else {
+              return value;
+            }
+          }
+        },
+        operands);
+  }
+
+private:
+  template <class Arch, class L, bool Contiguous, class C, class A, class B>
+  static auto where_of(std::int64_t j, const C& condition, const A& a, const B& b) {
+    const auto mask = condition.template get<Arch, L, Contiguous>(j);
+    if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
+      return kernels::elementwise<op::where>{}(mask, a.template get<Arch, L, Contiguous>(j),
+                                               b.template get<Arch, L, Contiguous>(j));
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return (mask & a.template get<Arch, L, Contiguous>(j)) | (~mask & b.template get<Arch, L, Contiguous>(j));
+    } else {
+      return kernels::elementwise<op::where>{}(convert_mask<T>(mask), a.template get<Arch, L, Contiguous>(j),
+                                               b.template get<Arch, L, Contiguous>(j));
+    }
+  }
+};
+
+template <class To, class Operand>
+struct bound<cast_node<To, Operand>> {
+  bound<Operand> operand;
+  using From = typename Operand::value_type;
+
+  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) { operand.start_row(outer_index, outer_rank); }
+
+  template <class Arch, class L, bool Contiguous>
+  auto get(std::int64_t j) const {
+    const auto x = operand.template get<Arch, L, Contiguous>(j);
+    if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
+      return static_cast<To>(x);
+    } else if constexpr (std::is_same_v<From, bool>) { // a mask to 0 / 1
+      using batch = kernels::batch_t<To, Arch>;
+      return xsimd::select(convert_mask<To>(x), batch(To(1)), batch(To(0)));
+    } else if constexpr (std::is_same_v<To, bool>) { // non-zero is true
+      return convert_mask<L>(x != kernels::batch_t<From, Arch>(From(0)));
+    } else {
+      return kernels::cast_to<To>{}(x);
+    }
+  }
+};
+
+template <class E>
+bound<E> bind(const E& e, const loop_plan& plan, std::size_t& leaf) {
+  if constexpr (is_memory_leaf_v<E>) {
+    const strides_t& st = plan.leaf_strides[leaf++];
+    return bound<E>{{e.data, st, st[plan.rank - 1] != 0, e.data}};
+  } else if constexpr (is_scalar_leaf_v<E>) {
+    return bound<E>{static_cast<typename E::value_type>(e.value)};
+  } else if constexpr (requires { e.operands; }) {
+    return std::apply([&](const auto&... o) { return bound<E>{{bind(o, plan, leaf)...}}; }, e.operands);
+  } else {
+    return bound<E>{bind(e.operand, plan, leaf)};
+  }
+}
+
+// ---- the loop ------------------------------------------------------------------------------
+
+// Outputs of at least this many elements are split over the thread pool, in chunks of
+// `parallel_grain` elements (a multiple of every batch width, so chunks start aligned).
+inline constexpr std::int64_t parallel_threshold = 1 << 15;
+inline constexpr std::int64_t parallel_grain = 1 << 14;
+
+template <class Arch, class L, bool Contiguous, class B, class T>
+void run_row(const B& expr, T* out, std::int64_t begin, std::int64_t end) {
+  constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
+  std::int64_t j = begin;
+  if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+    for (; j + width <= end; j += width) {
+      const auto v = expr.template get<Arch, L, Contiguous>(j);
+      v.store_unaligned(out + j);
+    }
+  }
+  for (; j < end; ++j) out[j] = expr.template get<kernels::scalar_arch, L, Contiguous>(j);
+}
+
+// Walks the flat range [begin, end) of dimensions [first, rank) of the plan, with
+// index[0, first) fixed by the caller: for each run along the innermost dimension, points
+// the expression at the row and calls run(j_begin, j_end, offset), where offset is the
+// run's first position relative to `begin`.
+template <class B, class F>
+void walk_rows(B& expr, const loop_plan& plan, std::array<std::int64_t, max_rank>& index, std::size_t first,
+               std::int64_t begin, std::int64_t end, F&& run) {
+  const std::size_t inner_dim = plan.rank - 1;
+  const std::int64_t inner = plan.dims[inner_dim];
+  std::int64_t rest = begin / inner;
+  for (std::size_t d = inner_dim; d-- > first;) {
+    index[d] = rest % plan.dims[d];
+    rest /= plan.dims[d];
+  }
+  std::int64_t position = begin;
+  std::int64_t j = begin % inner;
+  while (position < end) {
+    const std::int64_t stop = std::min(inner, j + (end - position));
+    expr.start_row(index.data(), inner_dim);
+    run(j, stop, position - begin);
+    position += stop - j;
+    j = 0;
+    for (std::size_t d = inner_dim; d-- > first;) { // the next row
+      if (++index[d] < plan.dims[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+// Evaluates the flat output range [begin, end) of the plan's loop nest.
+template <class Arch, class L, class B, class T>
+void run_range(B expr, const loop_plan& plan, T* out, std::int64_t begin, std::int64_t end) {
+  if (plan.contiguous) {
+    expr.start_row(nullptr, 0);
+    run_row<Arch, L, true>(expr, out, begin, end);
+    return;
+  }
+  std::array<std::int64_t, max_rank> index{};
+  walk_rows(expr, plan, index, 0, begin, end, [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
+    run_row<Arch, L, false>(expr, out + (begin + offset - j), j, stop);
+  });
+}
+
+// Writes the elements of `e` (of shape e.shape) to `out`, which must not overlap any
+// operand except by being exactly it.
+template <class E, class T>
+void evaluate_into(const E& e, T* out) {
+  const std::int64_t count = e.shape.numel();
+  if (count == 0) return;
+  const loop_plan plan = plan_elementwise(e);
+  std::size_t leaf = 0;
+  const bound<E> bound_expr = bind(e, plan, leaf);
+  using L = lane_type_t<E>;
+  kernels::dispatch(
+      [&](auto arch) {
+        using Arch = decltype(arch);
+        if constexpr (std::is_same_v<Arch, kernels::scalar_arch> || simd_evaluable_v<E>) {
+          thread_pool& pool = default_thread_pool();
+          if (count < parallel_threshold || pool.num_threads() == 1) {
+            run_range<Arch, L>(bound_expr, plan, out, 0, count);
+          } else {
+            pool.parallel_for(count, parallel_grain, [&](std::int64_t begin, std::int64_t end) {
+              run_range<Arch, L>(bound_expr, plan, out, begin, end);
+            });
+          }
+        }
+      },
+      !simd_evaluable_v<E>);
+}
+
+// Whether writing to [out, out + count) could change an operand before it is read: it
+// overlaps a leaf that is not exactly the output itself.
+template <class E, class T>
+bool overlaps_operand(const E& e, const T* out, std::int64_t count) {
+  bool overlap = false;
+  const auto* out_begin = reinterpret_cast<const unsigned char*>(out);
+  const auto* out_end = reinterpret_cast<const unsigned char*>(out + count);
+  for_each_memory_leaf(e, [&](const void* data, const xlite::shape& s, std::size_t element_size) {
+    const auto* begin = static_cast<const unsigned char*>(data);
+    const auto* end = begin + s.numel() * static_cast<std::int64_t>(element_size);
+    const bool disjoint = end <= out_begin || out_end <= begin;
+    const bool same = data == out && s == e.shape;
+    if (!disjoint && !same) overlap = true;
+  });
+  return overlap;
+}
+
+} // namespace xlite::expr

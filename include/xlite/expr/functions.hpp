@@ -1,0 +1,307 @@
+#pragma once
+
+// The functions and operators that build static expressions: a + b, exp(x), where(c, a, b),
+// cast<float>(x), ... Each one turns its arguments into operands, works out the element
+// type (expr/element_type.hpp) and the broadcast shape, applies the simplification rules
+// that keep IEEE semantics, folds scalar-only subexpressions, and returns a node. Nothing
+// is computed on tensors here.
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "xlite/core/op.hpp"
+#include "xlite/core/shape.hpp"
+#include "xlite/expr/element_type.hpp"
+#include "xlite/expr/node.hpp"
+#include "xlite/expr/tensor.hpp"
+#include "xlite/kernels/elementwise.hpp"
+
+namespace xlite::expr {
+
+template <class T>
+inline constexpr bool is_tensor_v = false;
+template <class T>
+inline constexpr bool is_tensor_v<tensor<T>> = true;
+
+// What the builders accept: expressions, tensors and plain C++ numbers; at least one
+// argument of a call must be an expression or a tensor, so that xlite::exp(2.0) is not
+// an xlite function (std::exp is).
+template <class A>
+concept tensor_like = expression<A> || is_tensor_v<std::remove_cvref_t<A>>;
+template <class A>
+concept operand = tensor_like<A> || is_plain_scalar_v<A>;
+template <class... A>
+concept builds_expression = (operand<A> && ...) && (tensor_like<A> || ...);
+
+template <class T>
+tensor_ref<T> to_operand(const tensor<T>& t) {
+  return {t.data(), t.shape()};
+}
+template <class T>
+tensor_owner<T> to_operand(tensor<T>&& t) {
+  return tensor_owner<T>(std::move(t));
+}
+template <expression E>
+std::remove_cvref_t<E> to_operand(E&& e) {
+  return std::forward<E>(e);
+}
+template <class S>
+  requires is_plain_scalar_v<S>
+scalar<S> to_operand(S s) {
+  return {s};
+}
+
+// A scalar operand takes the element type T of the expression it joins.
+template <class T, class E>
+auto adopt(E operand) {
+  if constexpr (is_scalar_leaf_v<E> && !std::is_void_v<T>) {
+    using S = typename E::value_type;
+    static_cast<void>(sizeof(checks::scalar_must_fit<T, S>));
+    if constexpr (is_constant_v<E>) {
+      return scalar<T>{static_cast<T>(E::value)};
+    } else {
+      return scalar<T>{static_cast<T>(operand.value)};
+    }
+  } else {
+    return operand;
+  }
+}
+
+template <class E>
+constexpr bool is_constant_equal(double v) {
+  if constexpr (is_constant_v<E>) {
+    return static_cast<double>(E::value) == v;
+  } else {
+    return false;
+  }
+}
+
+template <class E>
+auto scalar_value(const E& e) {
+  if constexpr (is_constant_v<E>) {
+    return E::value;
+  } else {
+    return e.value;
+  }
+}
+
+template <class... E>
+xlite::shape broadcast_all(op o, const E&... operands) {
+  xlite::shape result;
+  ((result = broadcast_shapes(result, operands.shape, name(o))), ...);
+  return result;
+}
+
+// The node for op O over operands that are already xlite operands.
+template <op O, class... E>
+auto make_node(E... operands) {
+  constexpr dtype_rule rule = info(O).rule;
+  if constexpr ((is_scalar_leaf_v<E> && ...)) {
+    // Constant folding: a scalar-only subexpression is computed once, here.
+    using common = std::common_type_t<typename E::value_type...>;
+    using computed = std::conditional_t<rule == dtype_rule::to_floating && !std::is_floating_point_v<common>,
+                                        double, common>;
+    const auto value = kernels::elementwise<O>{}(static_cast<computed>(scalar_value(operands))...);
+    return scalar<std::remove_cvref_t<decltype(value)>>{value};
+  } else if constexpr (rule == dtype_rule::promote_data) { // where(condition, a, b)
+    return make_where(operands...);
+  } else {
+    using T = typename common_element<O, E...>::type;
+    if constexpr (rule == dtype_rule::to_boolean && (O == op::logical_and || O == op::logical_or ||
+                                                     O == op::logical_not)) {
+      static_cast<void>(sizeof(checks::needs_booleans<O, T>));
+    } else if constexpr (rule == dtype_rule::to_floating) {
+      static_cast<void>(sizeof(checks::needs_floating_point<O, T>));
+    } else if constexpr (rule == dtype_rule::promote) {
+      static_cast<void>(sizeof(checks::needs_numbers<O, T>));
+    }
+    using R = std::conditional_t<rule == dtype_rule::to_boolean, bool, T>;
+    auto typed = std::make_tuple(adopt<T>(operands)...);
+    const xlite::shape s = broadcast_all(O, operands...);
+    return std::apply(
+        [&](auto... o) { return node<O, R, decltype(o)...>{{o...}, s}; }, typed);
+  }
+}
+
+template <class C, class A, class B>
+auto make_where(C condition, A a, B b) {
+  using T = typename common_element<op::where, A, B>::type;
+  static_cast<void>(sizeof(checks::needs_booleans<op::where, typename C::value_type>));
+  auto ta = adopt<T>(a);
+  auto tb = adopt<T>(b);
+  const xlite::shape s = broadcast_all(op::where, condition, a, b);
+  return node<op::where, T, C, decltype(ta), decltype(tb)>{{condition, ta, tb}, s};
+}
+
+// x * 1, x / 1, x - 0 (and x + 0 for integers) are x. x + 0 is not x for floating point:
+// -0.0 + 0 is +0.0. No rule drops an operand that could be NaN or Inf (x * 0 stays).
+template <op O, class A, class B>
+auto binary(A&& a, B&& b) {
+  auto x = to_operand(std::forward<A>(a));
+  auto y = to_operand(std::forward<B>(b));
+  using X = decltype(x);
+  using Y = decltype(y);
+  constexpr bool x_is_tensor = !is_scalar_leaf_v<X>;
+  constexpr bool y_is_tensor = !is_scalar_leaf_v<Y>;
+  if constexpr (O == op::mul && x_is_tensor && is_constant_equal<Y>(1)) {
+    return x;
+  } else if constexpr (O == op::mul && y_is_tensor && is_constant_equal<X>(1)) {
+    return y;
+  } else if constexpr (O == op::div && x_is_tensor && is_constant_equal<Y>(1)) {
+    return x;
+  } else if constexpr (O == op::sub && x_is_tensor && is_constant_equal<Y>(0)) {
+    return x;
+  } else if constexpr (O == op::add && x_is_tensor && is_constant_equal<Y>(0) &&
+                       !std::is_floating_point_v<typename X::value_type>) {
+    return x;
+  } else if constexpr (O == op::add && y_is_tensor && is_constant_equal<X>(0) &&
+                       !std::is_floating_point_v<typename Y::value_type>) {
+    return y;
+  } else {
+    return make_node<O>(std::move(x), std::move(y));
+  }
+}
+
+template <op O, class A>
+auto unary(A&& a) {
+  auto x = to_operand(std::forward<A>(a));
+  using X = decltype(x);
+  if constexpr (O == op::neg && is_node_v<X>) {
+    if constexpr (X::kind == op::neg) {
+      return std::get<0>(x.operands); // -(-x) is x
+    } else {
+      return make_node<O>(std::move(x));
+    }
+  } else {
+    return make_node<O>(std::move(x));
+  }
+}
+
+template <op O, class... A>
+auto nary(A&&... a) {
+  return make_node<O>(to_operand(std::forward<A>(a))...);
+}
+
+} // namespace xlite::expr
+
+namespace xlite {
+
+// Compile-time constants, which the simplification rules can see: x * xlite::c<1> is x.
+template <auto V>
+inline constexpr expr::constant<V> c{};
+
+// A run-time scalar as an expression leaf (plain numbers work too: x * 2.0f).
+template <class T>
+  requires std::is_arithmetic_v<T>
+expr::scalar<T> scalar(T value) {
+  return {value};
+}
+
+#define XLITE_BINARY_OPERATOR(symbol, op_name)                                    \
+  template <class A, class B>                                                     \
+    requires expr::builds_expression<A, B>                                        \
+  auto operator symbol(A&& a, B&& b) {                                            \
+    return expr::binary<op::op_name>(std::forward<A>(a), std::forward<B>(b));     \
+  }
+XLITE_BINARY_OPERATOR(+, add)
+XLITE_BINARY_OPERATOR(-, sub)
+XLITE_BINARY_OPERATOR(*, mul)
+XLITE_BINARY_OPERATOR(/, div)
+XLITE_BINARY_OPERATOR(<, less)
+XLITE_BINARY_OPERATOR(<=, less_equal)
+XLITE_BINARY_OPERATOR(>, greater)
+XLITE_BINARY_OPERATOR(>=, greater_equal)
+XLITE_BINARY_OPERATOR(&&, logical_and)
+XLITE_BINARY_OPERATOR(||, logical_or)
+#undef XLITE_BINARY_OPERATOR
+
+template <class A>
+  requires expr::builds_expression<A>
+auto operator-(A&& a) {
+  return expr::unary<op::neg>(std::forward<A>(a));
+}
+template <class A>
+  requires expr::builds_expression<A>
+auto operator!(A&& a) {
+  return expr::unary<op::logical_not>(std::forward<A>(a));
+}
+
+// Named functions, one per op. == and != compare whole tensors (as in xtensor); their
+// element-wise forms are equal() and not_equal().
+#define XLITE_NAMED_FUNCTION(function, op_name, ...)                              \
+  template <class... A>                                                           \
+    requires(sizeof...(A) == info(op::op_name).arity) && expr::builds_expression<A...> \
+  auto function(A&&... a) {                                                       \
+    if constexpr (sizeof...(A) == 1) {                                            \
+      return expr::unary<op::op_name>(std::forward<A>(a)...);                     \
+    } else if constexpr (sizeof...(A) == 2) {                                     \
+      return expr::binary<op::op_name>(std::forward<A>(a)...);                    \
+    } else {                                                                      \
+      return expr::nary<op::op_name>(std::forward<A>(a)...);                      \
+    }                                                                             \
+  }
+XLITE_NAMED_FUNCTION(add, add)
+XLITE_NAMED_FUNCTION(subtract, sub)
+XLITE_NAMED_FUNCTION(multiply, mul)
+XLITE_NAMED_FUNCTION(divide, div)
+XLITE_NAMED_FUNCTION(negative, neg)
+XLITE_NAMED_FUNCTION(equal, equal)
+XLITE_NAMED_FUNCTION(not_equal, not_equal)
+XLITE_NAMED_FUNCTION(less, less)
+XLITE_NAMED_FUNCTION(less_equal, less_equal)
+XLITE_NAMED_FUNCTION(greater, greater)
+XLITE_NAMED_FUNCTION(greater_equal, greater_equal)
+XLITE_NAMED_FUNCTION(logical_and, logical_and)
+XLITE_NAMED_FUNCTION(logical_or, logical_or)
+XLITE_NAMED_FUNCTION(logical_not, logical_not)
+XLITE_NAMED_FUNCTION(where, where)
+XLITE_NAMED_FUNCTION(fma, fma)
+XLITE_NAMED_FUNCTION(min, minimum)
+XLITE_NAMED_FUNCTION(max, maximum)
+XLITE_NAMED_FUNCTION(clamp, clamp)
+XLITE_NAMED_FUNCTION(pow, pow)
+XLITE_NAMED_FUNCTION(abs, abs)
+XLITE_NAMED_FUNCTION(exp, exp)
+XLITE_NAMED_FUNCTION(log, log)
+XLITE_NAMED_FUNCTION(log1p, log1p)
+XLITE_NAMED_FUNCTION(sqrt, sqrt)
+XLITE_NAMED_FUNCTION(rsqrt, rsqrt)
+XLITE_NAMED_FUNCTION(tanh, tanh)
+XLITE_NAMED_FUNCTION(sigmoid, sigmoid)
+XLITE_NAMED_FUNCTION(relu, relu)
+XLITE_NAMED_FUNCTION(gelu, gelu)
+XLITE_NAMED_FUNCTION(sin, sin)
+XLITE_NAMED_FUNCTION(cos, cos)
+XLITE_NAMED_FUNCTION(floor, floor)
+XLITE_NAMED_FUNCTION(ceil, ceil)
+XLITE_NAMED_FUNCTION(round, round)
+#undef XLITE_NAMED_FUNCTION
+
+// cast<To>(x): element-wise conversion, as static_cast. A cast to x's own type is x.
+template <class To, class A>
+  requires expr::builds_expression<A>
+auto cast(A&& a) {
+  static_cast<void>(sizeof(expr::checks::supported_element<To>));
+  auto x = expr::to_operand(std::forward<A>(a));
+  using X = decltype(x);
+  if constexpr (std::is_same_v<typename X::value_type, To>) {
+    return x;
+  } else {
+    const xlite::shape s = x.shape;
+    return expr::cast_node<To, X>{std::move(x), s};
+  }
+}
+
+} // namespace xlite
+
+namespace xlite::expr {
+// Argument-dependent lookup finds the builders for expressions of this namespace too.
+using xlite::operator+, xlite::operator-, xlite::operator*, xlite::operator/, xlite::operator<, xlite::operator<=,
+    xlite::operator>, xlite::operator>=, xlite::operator&&, xlite::operator||, xlite::operator!;
+using xlite::abs, xlite::add, xlite::cast, xlite::ceil, xlite::clamp, xlite::cos, xlite::divide, xlite::equal,
+    xlite::exp, xlite::floor, xlite::fma, xlite::gelu, xlite::greater, xlite::greater_equal, xlite::less,
+    xlite::less_equal, xlite::log, xlite::log1p, xlite::logical_and, xlite::logical_not, xlite::logical_or,
+    xlite::max, xlite::min, xlite::multiply, xlite::negative, xlite::not_equal, xlite::pow, xlite::relu,
+    xlite::round, xlite::rsqrt, xlite::sigmoid, xlite::sin, xlite::sqrt, xlite::subtract, xlite::tanh, xlite::where;
+} // namespace xlite::expr

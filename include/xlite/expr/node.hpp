@@ -1,0 +1,119 @@
+#pragma once
+
+// The nodes of a static expression. A node holds only its operands and, for leaves, where
+// the data is: no evaluation logic lives here (that is expr/evaluate.hpp), and no operator
+// overloads (expr/functions.hpp). Operands are held by value; a leaf refers to a tensor's
+// memory (tensor_ref) or, when the tensor was a temporary, owns it (tensor_owner), so
+// `auto e = x + make_tensor();` does not dangle. A leaf over an lvalue tensor does: keep
+// the tensor alive while the expression lives, or call eval(e).
+
+#include <cstdint>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+
+#include "xlite/core/op.hpp"
+#include "xlite/core/shape.hpp"
+#include "xlite/expr/tensor.hpp"
+
+namespace xlite::expr {
+
+// A leaf over contiguous row-major memory it does not own: an xlite::tensor or an xtensor
+// container (xlite::adapt).
+template <class T>
+struct tensor_ref {
+  using value_type = T;
+  const T* data;
+  xlite::shape shape;
+};
+
+// A leaf that owns a tensor that was a temporary when the expression was built. Shared, so
+// copying the expression does not copy the data.
+template <class T>
+struct tensor_owner {
+  using value_type = T;
+  std::shared_ptr<const tensor<T>> held;
+  xlite::shape shape;
+  const T* data;
+
+  explicit tensor_owner(tensor<T>&& t)
+      : held(std::make_shared<const tensor<T>>(std::move(t))), shape(held->shape()), data(held->data()) {}
+};
+
+// A run-time scalar, broadcast to every element.
+template <class T>
+struct scalar {
+  using value_type = T;
+  T value;
+  xlite::shape shape{};
+};
+
+// A compile-time constant: xlite::c<1>, xlite::c<0.5f>. It takes the element type of the
+// expression it joins, and lets the simplification rules see its value (x * c<1> is x).
+template <auto V>
+struct constant {
+  using value_type = decltype(V);
+  static constexpr auto value = V;
+  xlite::shape shape{};
+};
+
+// An element-wise op of the op set applied to operands, of result element type T.
+template <op O, class T, class... Operands>
+struct node {
+  static_assert(info(O).kind == op_kind::elementwise && info(O).arity == sizeof...(Operands));
+  using value_type = T;
+  static constexpr op kind = O;
+  std::tuple<Operands...> operands;
+  xlite::shape shape;
+};
+
+// cast<To>(operand).
+template <class To, class Operand>
+struct cast_node {
+  using value_type = To;
+  Operand operand;
+  xlite::shape shape;
+};
+
+template <class E>
+inline constexpr bool is_leaf_v = false;
+template <class T>
+inline constexpr bool is_leaf_v<tensor_ref<T>> = true;
+template <class T>
+inline constexpr bool is_leaf_v<tensor_owner<T>> = true;
+template <class T>
+inline constexpr bool is_leaf_v<scalar<T>> = true;
+template <auto V>
+inline constexpr bool is_leaf_v<constant<V>> = true;
+
+template <class E>
+inline constexpr bool is_node_v = false;
+template <op O, class T, class... Operands>
+inline constexpr bool is_node_v<node<O, T, Operands...>> = true;
+template <class To, class Operand>
+inline constexpr bool is_node_v<cast_node<To, Operand>> = true;
+
+// Anything that can stand in an expression tree.
+template <class E>
+concept expression = is_leaf_v<std::remove_cvref_t<E>> || is_node_v<std::remove_cvref_t<E>>;
+
+template <class E>
+inline constexpr bool is_scalar_leaf_v = false;
+template <class T>
+inline constexpr bool is_scalar_leaf_v<scalar<T>> = true;
+template <auto V>
+inline constexpr bool is_scalar_leaf_v<constant<V>> = true;
+
+template <class E>
+inline constexpr bool is_constant_v = false;
+template <auto V>
+inline constexpr bool is_constant_v<constant<V>> = true;
+
+template <class E>
+inline constexpr bool is_memory_leaf_v = false;
+template <class T>
+inline constexpr bool is_memory_leaf_v<tensor_ref<T>> = true;
+template <class T>
+inline constexpr bool is_memory_leaf_v<tensor_owner<T>> = true;
+
+} // namespace xlite::expr

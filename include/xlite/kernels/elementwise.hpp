@@ -1,0 +1,264 @@
+#pragma once
+
+// The element-wise ops of the op set (core/op.hpp), each as one functor that works on a
+// scalar and on an xsimd batch alike. The static expression layer and the lazy runtime
+// both evaluate through these, so they compute the same values.
+//
+// Semantics follow PyTorch: minimum/maximum/clamp propagate NaN, round is half-to-even,
+// relu(NaN) is NaN, gelu is the exact erf form, rsqrt is 1/sqrt (not the 14-bit estimate).
+
+#include <cmath>
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "xlite/core/op.hpp"
+#include "xlite/kernels/simd.hpp"
+
+namespace xlite::kernels {
+
+namespace detail {
+
+template <class V>
+V nan_propagating(const V& a, const V& b, const V& ordinary) {
+  if constexpr (is_batch_v<V>) {
+    if constexpr (std::is_floating_point_v<typename V::value_type>) {
+      return xsimd::select(xsimd::isnan(a) || xsimd::isnan(b), a + b, ordinary);
+    } else {
+      return ordinary;
+    }
+  } else if constexpr (std::is_floating_point_v<V>) {
+    return std::isnan(a) || std::isnan(b) ? a + b : ordinary;
+  } else {
+    return ordinary;
+  }
+}
+
+template <class V>
+V minimum(const V& a, const V& b) {
+  if constexpr (is_batch_v<V>) {
+    return nan_propagating(a, b, xsimd::min(a, b));
+  } else {
+    return nan_propagating(a, b, b < a ? b : a);
+  }
+}
+
+template <class V>
+V maximum(const V& a, const V& b) {
+  if constexpr (is_batch_v<V>) {
+    return nan_propagating(a, b, xsimd::max(a, b));
+  } else {
+    return nan_propagating(a, b, a < b ? b : a);
+  }
+}
+
+} // namespace detail
+
+// elementwise<op::name> is the functor for that op; each is defined once below.
+template <op O>
+struct elementwise;
+
+template <>
+struct elementwise<op::add> {
+  template <class V>
+  V operator()(const V& a, const V& b) const { return a + b; }
+};
+template <>
+struct elementwise<op::sub> {
+  template <class V>
+  V operator()(const V& a, const V& b) const { return a - b; }
+};
+template <>
+struct elementwise<op::mul> {
+  template <class V>
+  V operator()(const V& a, const V& b) const { return a * b; }
+};
+template <>
+struct elementwise<op::div> {
+  template <class V>
+  V operator()(const V& a, const V& b) const { return a / b; }
+};
+template <>
+struct elementwise<op::neg> {
+  template <class V>
+  V operator()(const V& a) const { return -a; }
+};
+template <>
+struct elementwise<op::equal> {
+  template <class V>
+  auto operator()(const V& a, const V& b) const { return a == b; }
+};
+template <>
+struct elementwise<op::not_equal> {
+  template <class V>
+  auto operator()(const V& a, const V& b) const { return a != b; }
+};
+template <>
+struct elementwise<op::less> {
+  template <class V>
+  auto operator()(const V& a, const V& b) const { return a < b; }
+};
+template <>
+struct elementwise<op::less_equal> {
+  template <class V>
+  auto operator()(const V& a, const V& b) const { return a <= b; }
+};
+template <>
+struct elementwise<op::greater> {
+  template <class V>
+  auto operator()(const V& a, const V& b) const { return a > b; }
+};
+template <>
+struct elementwise<op::greater_equal> {
+  template <class V>
+  auto operator()(const V& a, const V& b) const { return a >= b; }
+};
+// Logical ops take masks (batch_bool) or bools.
+template <>
+struct elementwise<op::logical_and> {
+  template <class M>
+  M operator()(const M& a, const M& b) const {
+    if constexpr (is_batch_v<M>) {
+      return a & b;
+    } else {
+      return a && b;
+    }
+  }
+};
+template <>
+struct elementwise<op::logical_or> {
+  template <class M>
+  M operator()(const M& a, const M& b) const {
+    if constexpr (is_batch_v<M>) {
+      return a | b;
+    } else {
+      return a || b;
+    }
+  }
+};
+template <>
+struct elementwise<op::logical_not> {
+  template <class M>
+  M operator()(const M& a) const {
+    if constexpr (is_batch_v<M>) {
+      return ~a;
+    } else {
+      return !a;
+    }
+  }
+};
+template <>
+struct elementwise<op::where> {
+  template <class M, class V>
+  V operator()(const M& condition, const V& a, const V& b) const {
+    if constexpr (is_batch_v<V>) {
+      return xsimd::select(condition, a, b);
+    } else {
+      return condition ? a : b;
+    }
+  }
+};
+template <>
+struct elementwise<op::fma> {
+  template <class V>
+  V operator()(const V& a, const V& b, const V& c) const {
+    if constexpr (is_batch_v<V>) {
+      return xsimd::fma(a, b, c);
+    } else if constexpr (std::is_floating_point_v<V>) {
+      return std::fma(a, b, c);
+    } else {
+      return a * b + c;
+    }
+  }
+};
+template <>
+struct elementwise<op::minimum> {
+  template <class V>
+  V operator()(const V& a, const V& b) const { return detail::minimum(a, b); }
+};
+template <>
+struct elementwise<op::maximum> {
+  template <class V>
+  V operator()(const V& a, const V& b) const { return detail::maximum(a, b); }
+};
+template <>
+struct elementwise<op::clamp> {
+  template <class V>
+  V operator()(const V& x, const V& lo, const V& hi) const { return detail::minimum(detail::maximum(x, lo), hi); }
+};
+
+// Math functions: xsimd's for batches, the C library's for scalars.
+#define XLITE_MATH_FUNCTOR(name, batch_form, scalar_form)     \
+  template <>                                                 \
+  struct elementwise<op::name> {                              \
+    template <class V>                                        \
+    V operator()(const V& x) const {                          \
+      if constexpr (is_batch_v<V>) {                          \
+        return batch_form;                                    \
+      } else {                                                \
+        return scalar_form;                                   \
+      }                                                       \
+    }                                                         \
+  };
+
+XLITE_MATH_FUNCTOR(abs, xsimd::abs(x), static_cast<V>(x < V(0) ? -x : x))
+XLITE_MATH_FUNCTOR(exp, xsimd::exp(x), std::exp(x))
+XLITE_MATH_FUNCTOR(log, xsimd::log(x), std::log(x))
+XLITE_MATH_FUNCTOR(log1p, xsimd::log1p(x), std::log1p(x))
+XLITE_MATH_FUNCTOR(sqrt, xsimd::sqrt(x), std::sqrt(x))
+XLITE_MATH_FUNCTOR(rsqrt, V(1) / xsimd::sqrt(x), V(1) / std::sqrt(x))
+XLITE_MATH_FUNCTOR(tanh, xsimd::tanh(x), std::tanh(x))
+XLITE_MATH_FUNCTOR(sigmoid, V(1) / (V(1) + xsimd::exp(-x)), V(1) / (V(1) + std::exp(-x)))
+XLITE_MATH_FUNCTOR(relu, xsimd::select(x < V(0), V(0), x), x < V(0) ? V(0) : x)
+XLITE_MATH_FUNCTOR(gelu, V(0.5) * x * (V(1) + xsimd::erf(x * V(0.7071067811865476))),
+                   V(0.5) * x * (V(1) + std::erf(x * V(0.7071067811865476))))
+XLITE_MATH_FUNCTOR(sin, xsimd::sin(x), std::sin(x))
+XLITE_MATH_FUNCTOR(cos, xsimd::cos(x), std::cos(x))
+XLITE_MATH_FUNCTOR(floor, xsimd::floor(x), std::floor(x))
+XLITE_MATH_FUNCTOR(ceil, xsimd::ceil(x), std::ceil(x))
+XLITE_MATH_FUNCTOR(round, xsimd::nearbyint(x), std::nearbyint(x))
+#undef XLITE_MATH_FUNCTOR
+
+template <>
+struct elementwise<op::pow> {
+  template <class V>
+  V operator()(const V& base, const V& exponent) const {
+    if constexpr (is_batch_v<V>) {
+      return xsimd::pow(base, exponent);
+    } else {
+      return std::pow(base, exponent);
+    }
+  }
+};
+
+// cast<To> is the one op with a type parameter, so it is not an elementwise<op> functor.
+template <class To>
+struct cast_to {
+  template <class V>
+  auto operator()(const V& x) const {
+    if constexpr (is_batch_v<V>) {
+      return xsimd::batch_cast<To>(x);
+    } else {
+      return static_cast<To>(x);
+    }
+  }
+};
+
+namespace detail {
+
+template <op O>
+concept has_elementwise_functor = requires { sizeof(elementwise<O>); };
+
+template <std::size_t... I>
+constexpr bool every_elementwise_op_has_a_functor(std::index_sequence<I...>) {
+  return ((info(static_cast<op>(I)).kind != op_kind::elementwise || static_cast<op>(I) == op::cast ||
+           has_elementwise_functor<static_cast<op>(I)>) &&
+          ...);
+}
+
+} // namespace detail
+
+static_assert(detail::every_elementwise_op_has_a_functor(std::make_index_sequence<op_count>{}),
+              "every element-wise op of core/op.hpp needs an elementwise<op> functor in this file");
+
+} // namespace xlite::kernels
