@@ -19,6 +19,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <tuple>
 #include <type_traits>
@@ -27,6 +28,8 @@
 
 #include <boost/hana/all_of.hpp>
 #include <boost/hana/find_if.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/unpack.hpp>
 
 #include "xlite/core/shape.hpp"
 #include "xlite/core/thread_pool.hpp"
@@ -177,6 +180,95 @@ xsimd::batch_bool<To, A> convert_mask(const xsimd::batch_bool<From, A>& m) {
   }
 }
 
+// ---- common subexpressions ------------------------------------------------------------------
+
+// A subexpression's identity: its leaves' addresses and scalar values, in tree order. Two
+// occurrences of one node type with the same identity compute the same values.
+template <class E>
+void append_identity(const E& e, std::vector<std::uint64_t>& key) {
+  if constexpr (is_memory_leaf_v<E>) {
+    key.push_back(reinterpret_cast<std::uintptr_t>(e.data));
+  } else if constexpr (is_scalar_leaf_v<E>) {
+    std::uint64_t bits = 0;
+    const auto value = e.value;
+    std::memcpy(&bits, &value, sizeof(value));
+    key.push_back(bits);
+  } else if constexpr (requires { e.operands; }) {
+    std::apply([&](const auto&... o) { (append_identity(o, key), ...); }, e.operands);
+  } else {
+    append_identity(e.operand, key);
+  }
+}
+
+// The identities of every occurrence of node type S in e.
+template <class S, class E>
+void collect_occurrences(const E& e, std::vector<std::vector<std::uint64_t>>& found) {
+  if constexpr (std::is_same_v<S, E>) {
+    found.emplace_back();
+    append_identity(e, found.back());
+  }
+  if constexpr (requires { e.operands; }) {
+    std::apply([&](const auto&... o) { (collect_occurrences<S>(o, found), ...); }, e.operands);
+  } else if constexpr (requires { e.operand; }) {
+    collect_occurrences<S>(e.operand, found);
+  }
+}
+
+template <class E>
+using repeated_t = decltype(repeated_subexpressions(hana::type_c<std::remove_cvref_t<E>>));
+template <class E>
+inline constexpr std::size_t repeated_count_v = decltype(hana::length(repeated_t<E>{}))::value;
+
+// For each node type that occurs more than once in e, whether all its occurrences are the
+// same computation, so that the evaluator computes it once per element and reuses it.
+template <class E>
+std::array<bool, repeated_count_v<E>> find_shared(const E& e) {
+  std::array<bool, repeated_count_v<E>> shared{};
+  std::size_t k = 0;
+  hana::for_each(repeated_t<E>{}, [&](auto type) {
+    std::vector<std::vector<std::uint64_t>> occurrences;
+    collect_occurrences<typename decltype(type)::type>(e, occurrences);
+    shared[k++] = std::all_of(occurrences.begin(), occurrences.end(), [&](const auto& o) { return o == occurrences[0]; });
+  });
+  return shared;
+}
+
+// How many subexpressions of e the evaluator computes once and reuses (for tests and for
+// users checking that a repeated term is shared).
+template <expression E>
+std::size_t shared_subexpression_count(const E& e) {
+  const auto shared = find_shared(e);
+  return static_cast<std::size_t>(std::count(shared.begin(), shared.end(), true));
+}
+
+// What one element (or batch) of a node of element type T is under Arch.
+template <class T, class L, class Arch>
+using value_t = std::conditional_t<std::is_same_v<T, bool>, kernels::mask_t<L, Arch>, kernels::batch_t<T, Arch>>;
+
+// The values of shared subexpressions at the current position: created afresh for every
+// element or batch, so a value is computed at its first use and read at the others.
+template <class Arch, class L, class Repeated, std::size_t N>
+struct sharing_context {
+  const std::array<bool, N>& shared;
+  std::array<bool, N> ready{};
+  decltype(hana::unpack(Repeated{}, [](auto... t) {
+    return std::tuple<value_t<typename decltype(t)::type::value_type, L, Arch>...>{};
+  })) values{};
+
+  // S's slot, or N when S is not a repeated type.
+  template <class S>
+  static constexpr std::size_t index_of() {
+    return hana::unpack(Repeated{}, [](auto... type) {
+      constexpr bool same[] = {std::is_same_v<S, typename decltype(type)::type>..., true};
+      std::size_t k = 0;
+      while (!same[k]) ++k;
+      return k;
+    });
+  }
+};
+
+// ---- bound expressions ---------------------------------------------------------------------
+
 template <class E>
 struct bound;
 
@@ -192,8 +284,8 @@ struct bound_memory {
     for (std::size_t d = 0; d < outer_rank; ++d) row += outer_index[d] * strides[d];
   }
 
-  template <class Arch, class L, bool Contiguous>
-  auto get(std::int64_t j) const {
+  template <class Arch, class L, bool Contiguous, class Context>
+  auto eval(std::int64_t j, Context&) const {
     const T* at = Contiguous || inner_contiguous ? row + j : row;
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
       return *at;
@@ -216,34 +308,52 @@ template <class T>
 struct bound<scalar<T>> {
   T value;
   void start_row(const std::int64_t*, std::size_t) {}
-  template <class Arch, class L, bool Contiguous>
-  auto get(std::int64_t) const {
-    if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
-      return value;
-    } else if constexpr (std::is_same_v<T, bool>) {
-      return kernels::mask_t<L, Arch>(value);
-    } else {
-      return kernels::batch_t<T, Arch>(value);
-    }
+  template <class Arch, class L, bool Contiguous, class Context>
+  auto eval(std::int64_t, Context&) const {
+    return value_t<T, L, Arch>(value);
   }
 };
 
+// What every inner node does: compute once per position if shared, else compute.
+template <class Self, class Arch, class L, bool Contiguous, class Context>
+auto eval_node(const Self& self, std::int64_t j, Context& context) {
+  using S = typename Self::expression_type;
+  using V = value_t<typename S::value_type, L, Arch>;
+  constexpr std::size_t k = Context::template index_of<S>();
+  if constexpr (k < std::tuple_size_v<decltype(context.values)>) {
+    if (context.shared[k]) {
+      if (!context.ready[k]) {
+        std::get<k>(context.values) = V(self.template compute<Arch, L, Contiguous>(j, context));
+        context.ready[k] = true;
+      }
+      return std::get<k>(context.values);
+    }
+  }
+  return V(self.template compute<Arch, L, Contiguous>(j, context));
+}
+
 template <op O, class T, class... Operands>
 struct bound<node<O, T, Operands...>> {
+  using expression_type = node<O, T, Operands...>;
   std::tuple<bound<Operands>...> operands;
 
   void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
     std::apply([&](auto&... o) { (o.start_row(outer_index, outer_rank), ...); }, operands);
   }
 
-  template <class Arch, class L, bool Contiguous>
-  auto get(std::int64_t j) const {
+  template <class Arch, class L, bool Contiguous, class Context>
+  auto eval(std::int64_t j, Context& context) const {
+    return eval_node<bound, Arch, L, Contiguous>(*this, j, context);
+  }
+
+  template <class Arch, class L, bool Contiguous, class Context>
+  auto compute(std::int64_t j, Context& context) const {
     return std::apply(
         [&](const auto&... o) {
           if constexpr (O == op::where) {
-            return where_of<Arch, L, Contiguous>(j, o...);
+            return where_of<Arch, L, Contiguous>(j, context, o...);
           } else {
-            const auto value = kernels::elementwise<O>{}(o.template get<Arch, L, Contiguous>(j)...);
+            const auto value = kernels::elementwise<O>{}(o.template eval<Arch, L, Contiguous>(j, context)...);
             if constexpr (std::is_same_v<T, bool> && !std::is_same_v<Arch, kernels::scalar_arch>) {
               return convert_mask<L>(value); // a comparison of non-L operands gives their mask type
             } else {
@@ -255,31 +365,37 @@ struct bound<node<O, T, Operands...>> {
   }
 
 private:
-  template <class Arch, class L, bool Contiguous, class C, class A, class B>
-  static auto where_of(std::int64_t j, const C& condition, const A& a, const B& b) {
-    const auto mask = condition.template get<Arch, L, Contiguous>(j);
+  template <class Arch, class L, bool Contiguous, class Context, class C, class A, class B>
+  static auto where_of(std::int64_t j, Context& context, const C& condition, const A& a, const B& b) {
+    const auto mask = condition.template eval<Arch, L, Contiguous>(j, context);
+    const auto if_true = a.template eval<Arch, L, Contiguous>(j, context);
+    const auto if_false = b.template eval<Arch, L, Contiguous>(j, context);
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
-      return kernels::elementwise<op::where>{}(mask, a.template get<Arch, L, Contiguous>(j),
-                                               b.template get<Arch, L, Contiguous>(j));
+      return kernels::elementwise<op::where>{}(mask, if_true, if_false);
     } else if constexpr (std::is_same_v<T, bool>) {
-      return (mask & a.template get<Arch, L, Contiguous>(j)) | (~mask & b.template get<Arch, L, Contiguous>(j));
+      return (mask & if_true) | (~mask & if_false);
     } else {
-      return kernels::elementwise<op::where>{}(convert_mask<T>(mask), a.template get<Arch, L, Contiguous>(j),
-                                               b.template get<Arch, L, Contiguous>(j));
+      return kernels::elementwise<op::where>{}(convert_mask<T>(mask), if_true, if_false);
     }
   }
 };
 
 template <class To, class Operand>
 struct bound<cast_node<To, Operand>> {
-  bound<Operand> operand;
+  using expression_type = cast_node<To, Operand>;
   using From = typename Operand::value_type;
+  bound<Operand> operand;
 
   void start_row(const std::int64_t* outer_index, std::size_t outer_rank) { operand.start_row(outer_index, outer_rank); }
 
-  template <class Arch, class L, bool Contiguous>
-  auto get(std::int64_t j) const {
-    const auto x = operand.template get<Arch, L, Contiguous>(j);
+  template <class Arch, class L, bool Contiguous, class Context>
+  auto eval(std::int64_t j, Context& context) const {
+    return eval_node<bound, Arch, L, Contiguous>(*this, j, context);
+  }
+
+  template <class Arch, class L, bool Contiguous, class Context>
+  auto compute(std::int64_t j, Context& context) const {
+    const auto x = operand.template eval<Arch, L, Contiguous>(j, context);
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
       return static_cast<To>(x);
     } else if constexpr (std::is_same_v<From, bool>) { // a mask to 0 / 1
@@ -293,18 +409,40 @@ struct bound<cast_node<To, Operand>> {
   }
 };
 
+// The whole bound expression: what the loops call, one position at a time.
 template <class E>
-bound<E> bind(const E& e, const loop_plan& plan, std::size_t& leaf) {
+struct bound_root {
+  bound<E> tree;
+  std::array<bool, repeated_count_v<E>> shared;
+
+  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) { tree.start_row(outer_index, outer_rank); }
+
+  template <class Arch, class L, bool Contiguous>
+  auto get(std::int64_t j) const {
+    sharing_context<Arch, L, repeated_t<E>, repeated_count_v<E>> context{shared};
+    return tree.template eval<Arch, L, Contiguous>(j, context);
+  }
+};
+
+template <class E>
+bound<E> bind_tree(const E& e, const loop_plan& plan, std::size_t& leaf) {
   if constexpr (is_memory_leaf_v<E>) {
     const strides_t& st = plan.leaf_strides[leaf++];
     return bound<E>{{e.data, st, st[plan.rank - 1] != 0, e.data}};
   } else if constexpr (is_scalar_leaf_v<E>) {
     return bound<E>{static_cast<typename E::value_type>(e.value)};
   } else if constexpr (requires { e.operands; }) {
-    return std::apply([&](const auto&... o) { return bound<E>{{bind(o, plan, leaf)...}}; }, e.operands);
+    return std::apply([&](const auto&... o) { return bound<E>{{bind_tree(o, plan, leaf)...}}; }, e.operands);
   } else {
-    return bound<E>{bind(e.operand, plan, leaf)};
+    return bound<E>{bind_tree(e.operand, plan, leaf)};
   }
+}
+
+// Binds e to a loop plan: each memory leaf takes its strides, in tree order.
+template <class E>
+bound_root<E> bind(const E& e, const loop_plan& plan) {
+  std::size_t leaf = 0;
+  return bound_root<E>{bind_tree(e, plan, leaf), find_shared(e)};
 }
 
 // ---- the loop ------------------------------------------------------------------------------
@@ -377,8 +515,7 @@ void evaluate_into(const E& e, T* out) {
   const std::int64_t count = e.shape.numel();
   if (count == 0) return;
   const loop_plan plan = plan_elementwise(e);
-  std::size_t leaf = 0;
-  const bound<E> bound_expr = bind(e, plan, leaf);
+  const bound_root<E> bound_expr = bind(e, plan);
   using L = lane_type_t<E>;
   kernels::dispatch(
       [&](auto arch) {

@@ -54,7 +54,7 @@ constexpr auto post_order(hana::basic_type<E> e) {
 }
 
 template <class E>
-inline constexpr std::size_t node_count_v = decltype(hana::length(post_order(hana::type_c<E>)))::value;
+inline constexpr std::size_t node_count_v = decltype(hana::length(post_order(hana::type_c<std::remove_cvref_t<E>>)))::value;
 
 template <class E>
 constexpr std::size_t depth(hana::basic_type<E> e) {
@@ -63,7 +63,7 @@ constexpr std::size_t depth(hana::basic_type<E> e) {
 }
 
 template <class E>
-inline constexpr std::size_t depth_v = depth(hana::type_c<E>);
+inline constexpr std::size_t depth_v = depth(hana::type_c<std::remove_cvref_t<E>>);
 
 // The node types that occur more than once in E, in evaluation order: the candidates for
 // common-subexpression elimination (the evaluator shares those whose leaves are the same).

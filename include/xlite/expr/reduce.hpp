@@ -248,8 +248,7 @@ auto reduce(const E& e, const axes& which, bool keep) {
     }
   }
   if (out.size() == 0) return out;
-  std::size_t leaf = 0;
-  const auto bound_expr = bind(e, plan.loop, leaf);
+  const auto bound_expr = bind(e, plan.loop);
   using L = lane_type_t<E>;
   constexpr bool simd = simd_evaluable_v<E> && std::is_same_v<R, V>;
   thread_pool& pool = default_thread_pool();
@@ -310,8 +309,7 @@ tensor<std::int64_t> reduce_argmax(const E& e, const axes& which, bool keep) {
   const reduction_plan plan = plan_reduction(e, which, keep, op::argmax);
   tensor<std::int64_t> out(tensor<std::int64_t>::uninitialized, plan.out);
   if (plan.reduced == 0) throw value_error(detail::message("argmax: cannot reduce over an empty axis (shape ", e.shape, ")"));
-  std::size_t leaf = 0;
-  const auto bound_expr = bind(e, plan.loop, leaf);
+  const auto bound_expr = bind(e, plan.loop);
   using L = lane_type_t<E>;
   default_thread_pool().parallel_for(plan.outputs_outer, std::max<std::int64_t>(1, reduction_block / plan.reduced),
                                      [&](std::int64_t first, std::int64_t last) {
