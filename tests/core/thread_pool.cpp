@@ -153,3 +153,22 @@ TEST_CASE("bad arguments are value_errors", "[thread_pool]") {
 TEST_CASE("XLITE_NUM_THREADS=3", "[.xlite_num_threads]") {
   CHECK(xlite::default_thread_pool().num_threads() == 3);
 }
+
+TEST_CASE("scoped_thread_pool installs a pool for this thread's kernels and restores the previous one", "[thread_pool]") {
+  xlite::thread_pool& before = xlite::current_thread_pool();
+  CHECK(&before == &xlite::default_thread_pool());
+  xlite::thread_pool one(1);
+  {
+    xlite::scoped_thread_pool use(one);
+    CHECK(&xlite::current_thread_pool() == &one);
+    xlite::thread_pool three(3);
+    {
+      xlite::scoped_thread_pool nested(three);
+      CHECK(&xlite::current_thread_pool() == &three);
+      std::thread other([&] { CHECK(&xlite::current_thread_pool() == &xlite::default_thread_pool()); });
+      other.join();
+    }
+    CHECK(&xlite::current_thread_pool() == &one);
+  }
+  CHECK(&xlite::current_thread_pool() == &before);
+}

@@ -139,7 +139,7 @@ private:
   bool stopping_ = false;
 };
 
-// The pool kernels use unless given another: XLITE_NUM_THREADS threads, or one per core.
+// The process-wide pool: XLITE_NUM_THREADS threads, or one per core.
 inline thread_pool& default_thread_pool() {
   static thread_pool pool([] {
     const auto from_env = env_integer("XLITE_NUM_THREADS", 1, 1024);
@@ -147,5 +147,33 @@ inline thread_pool& default_thread_pool() {
   }());
   return pool;
 }
+
+namespace detail {
+inline thread_pool*& thread_pool_override() {
+  thread_local thread_pool* pool = nullptr;
+  return pool;
+}
+} // namespace detail
+
+// The pool xlite's kernels use when called from this thread: the one a scoped_thread_pool
+// installed, else the default pool.
+inline thread_pool& current_thread_pool() {
+  thread_pool* pool = detail::thread_pool_override();
+  return pool != nullptr ? *pool : default_thread_pool();
+}
+
+// Runs the kernels called from this thread on `pool` for the scope, e.g. one thread:
+//   xlite::thread_pool one(1);
+//   xlite::scoped_thread_pool use(one);
+class scoped_thread_pool {
+public:
+  explicit scoped_thread_pool(thread_pool& pool) : previous_(std::exchange(detail::thread_pool_override(), &pool)) {}
+  ~scoped_thread_pool() { detail::thread_pool_override() = previous_; }
+  scoped_thread_pool(const scoped_thread_pool&) = delete;
+  scoped_thread_pool& operator=(const scoped_thread_pool&) = delete;
+
+private:
+  thread_pool* previous_;
+};
 
 } // namespace xlite

@@ -521,7 +521,7 @@ void evaluate_into(const E& e, T* out) {
       [&](auto arch) {
         using Arch = decltype(arch);
         if constexpr (std::is_same_v<Arch, kernels::scalar_arch> || simd_evaluable_v<E>) {
-          thread_pool& pool = default_thread_pool();
+          thread_pool& pool = current_thread_pool();
           if (count < parallel_threshold || pool.num_threads() == 1) {
             run_range<Arch, L>(bound_expr, plan, out, 0, count);
           } else {

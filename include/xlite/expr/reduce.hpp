@@ -251,7 +251,7 @@ auto reduce(const E& e, const axes& which, bool keep) {
   const auto bound_expr = bind(e, plan.loop);
   using L = lane_type_t<E>;
   constexpr bool simd = simd_evaluable_v<E> && std::is_same_v<R, V>;
-  thread_pool& pool = default_thread_pool();
+  thread_pool& pool = current_thread_pool();
   kernels::dispatch(
       [&](auto arch) {
         using Arch = decltype(arch);
@@ -311,7 +311,7 @@ tensor<std::int64_t> reduce_argmax(const E& e, const axes& which, bool keep) {
   if (plan.reduced == 0) throw value_error(detail::message("argmax: cannot reduce over an empty axis (shape ", e.shape, ")"));
   const auto bound_expr = bind(e, plan.loop);
   using L = lane_type_t<E>;
-  default_thread_pool().parallel_for(plan.outputs_outer, std::max<std::int64_t>(1, reduction_block / plan.reduced),
+  current_thread_pool().parallel_for(plan.outputs_outer, std::max<std::int64_t>(1, reduction_block / plan.reduced),
                                      [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t p = first; p < last; ++p) {
       auto expr = bound_expr;
