@@ -2,6 +2,7 @@
 // widest instruction set this program was compiled for and the CPU runs, on all cores.
 
 #include <xlite/expr.hpp>
+#include <xlite/expr/xtensor.hpp> // xtensor interop and printing
 
 #include <xtensor/xarray.hpp>
 
@@ -34,7 +35,7 @@ int main() {
   // Mistakes are exceptions that name the op and the shapes.
   try {
     const xlite::tensor<float> bad = x + xlite::tensor<float>{1, 2};
-  } catch (const xlite::shape_error& e) {
+  } catch (const xlite::shape_error &e) {
     std::cout << "error: " << e.what() << "\n\n";
   }
 

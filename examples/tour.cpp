@@ -12,7 +12,7 @@
 int main() {
   std::cout << "xlite " << XLITE_VERSION_MAJOR << '.' << XLITE_VERSION_MINOR << '.' << XLITE_VERSION_PATCH << "\n\n";
 
-  const xlite::cpu_features& cpu = xlite::detected_cpu_features();
+  const xlite::cpu_features &cpu = xlite::detected_cpu_features();
   std::cout << "CPU: avx2=" << cpu.avx2 << " fma=" << cpu.fma << " avx512f=" << cpu.avx512f
             << " avx512bw=" << cpu.avx512bw << " avx512vl=" << cpu.avx512vl << " avx512dq=" << cpu.avx512dq
             << " avx512_bf16=" << cpu.avx512_bf16 << " amx_tile=" << cpu.amx_tile << " amx_bf16=" << cpu.amx_bf16
@@ -30,11 +30,11 @@ int main() {
 
   const xlite::shape image{8, 1, 6, 1};
   const xlite::shape filter{7, 1, 5};
-  std::cout << "\nbroadcast " << image << " with " << filter << " -> "
-            << xlite::broadcast_shapes(image, filter, "mul") << '\n';
+  std::cout << "\nbroadcast " << image << " with " << filter << " -> " << xlite::broadcast_shapes(image, filter, "mul")
+            << '\n';
   try {
     xlite::broadcast_shapes(xlite::shape{2, 3}, xlite::shape{4}, "add");
-  } catch (const xlite::error& e) {
+  } catch (const xlite::error &e) {
     std::cout << "error: " << e.what() << '\n';
   }
 
@@ -43,7 +43,7 @@ int main() {
   std::vector<float> values(1 << 20);
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::sin(static_cast<float>(i));
   const std::int64_t grain = 1 << 14;
-  auto chunked_sum = [&](xlite::thread_pool& pool) {
+  auto chunked_sum = [&](xlite::thread_pool &pool) {
     std::vector<float> partial(values.size() / grain);
     pool.parallel_for(static_cast<std::int64_t>(values.size()), grain, [&](std::int64_t begin, std::int64_t end) {
       float s = 0;

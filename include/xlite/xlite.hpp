@@ -4,3 +4,5 @@
 // code that needs one part does not pay the compile time of the rest.
 
 #include "xlite/core.hpp"
+#include "xlite/expr.hpp"
+#include "xlite/expr/xtensor.hpp"

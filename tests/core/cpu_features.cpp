@@ -36,7 +36,7 @@ TEST_CASE("detected CPU features agree with the kernel's /proc/cpuinfo", "[cpu_f
     WARN("no /proc/cpuinfo flags on this system: nothing to compare with");
     return;
   }
-  const auto& f = xlite::detected_cpu_features();
+  const auto &f = xlite::detected_cpu_features();
   CHECK(f.avx2 == flags.contains("avx2"));
   CHECK(f.fma == flags.contains("fma"));
   CHECK(f.avx512f == flags.contains("avx512f"));
@@ -86,7 +86,8 @@ TEST_CASE("set_max_isa caps the active ISA and never raises it above the machine
 TEST_CASE("parse_isa reads the four names and rejects others", "[cpu_features]") {
   for (const isa level : xlite::all_isas) CHECK(xlite::parse_isa(xlite::name(level)) == level);
   CHECK_THROWS_AS(xlite::parse_isa("AVX512"), xlite::value_error);
-  CHECK_THROWS_WITH(xlite::parse_isa("sse4"), Contains("unknown ISA 'sse4'") && Contains("portable, avx2, avx512 or amx"));
+  CHECK_THROWS_WITH(xlite::parse_isa("sse4"),
+                    Contains("unknown ISA 'sse4'") && Contains("portable, avx2, avx512 or amx"));
 }
 
 TEST_CASE("XLITE_ISA=portable", "[.xlite_isa_portable]") {

@@ -12,8 +12,8 @@ namespace {
 // torch.promote_types, copied from PyTorch's table (c10/core/ScalarType.cpp) for the dtypes
 // xlite has, written out rather than derived so that it checks the rules independently.
 // The two int16 entries of PyTorch's table (uint8 with int8) are int32 here: xlite has no int16.
-constexpr dtype b = dtype::boolean, u1 = dtype::u8, i1 = dtype::i8, i4 = dtype::i32, i8 = dtype::i64,
-                f2 = dtype::f16, bf = dtype::bf16, f4 = dtype::f32, f8 = dtype::f64;
+constexpr dtype b = dtype::boolean, u1 = dtype::u8, i1 = dtype::i8, i4 = dtype::i32, i8 = dtype::i64, f2 = dtype::f16,
+                bf = dtype::bf16, f4 = dtype::f32, f8 = dtype::f64;
 constexpr std::array<std::array<dtype, 9>, 9> pytorch_table{{
     //       b   u1  i1  i4  i8  f2  bf  f4  f8
     /* b  */ {b, u1, i1, i4, i8, f2, bf, f4, f8},
@@ -57,7 +57,7 @@ TEST_CASE("a scalar changes the result dtype only when its category is higher", 
   CHECK(promote_with_scalar(dtype::f64, dtype_category::integral) == dtype::f64);       // float64 + 1
   CHECK(promote_with_scalar(dtype::boolean, dtype_category::integral) == dtype::i64);   // bool + 1
   CHECK(promote_with_scalar(dtype::boolean, dtype_category::floating_point) == dtype::f32);
-  CHECK(promote_with_scalar(dtype::i8, dtype_category::boolean) == dtype::i8);          // int8 + True
+  CHECK(promote_with_scalar(dtype::i8, dtype_category::boolean) == dtype::i8); // int8 + True
   CHECK(xlite::scalar_category_v<bool> == dtype_category::boolean);
   CHECK(xlite::scalar_category_v<int> == dtype_category::integral);
   CHECK(xlite::scalar_category_v<double> == dtype_category::floating_point);

@@ -20,7 +20,7 @@ TEST_CASE("env_string: unset and empty read as absent", "[env]") {
 TEST_CASE("env_integer: parses in range, names the variable when malformed", "[env]") {
   ::setenv("XLITE_TEST_VARIABLE", "12", 1);
   CHECK(xlite::env_integer("XLITE_TEST_VARIABLE", 1, 64) == 12);
-  for (const char* bad : {"12x", "x", "0", "65", "-3", " 5", "99999999999999999999"}) {
+  for (const char *bad : {"12x", "x", "0", "65", "-3", " 5", "99999999999999999999"}) {
     INFO("value " << bad);
     ::setenv("XLITE_TEST_VARIABLE", bad, 1);
     CHECK_THROWS_AS(xlite::env_integer("XLITE_TEST_VARIABLE", 1, 64), xlite::config_error);

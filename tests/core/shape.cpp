@@ -41,7 +41,7 @@ namespace {
 
 // NumPy's broadcasting rule written the long way, as an independent reference: pad both
 // shapes with leading 1s to the same rank, then take each dimension pair in turn.
-std::vector<std::int64_t> reference_broadcast(std::vector<std::int64_t> a, std::vector<std::int64_t> b, bool& ok) {
+std::vector<std::int64_t> reference_broadcast(std::vector<std::int64_t> a, std::vector<std::int64_t> b, bool &ok) {
   while (a.size() < b.size()) a.insert(a.begin(), 1);
   while (b.size() < a.size()) b.insert(b.begin(), 1);
   std::vector<std::int64_t> out(a.size());
@@ -68,8 +68,8 @@ TEST_CASE("broadcast_shapes agrees with NumPy's rule on random shapes", "[shape]
   int incompatible = 0;
   for (int trial = 0; trial < 20000; ++trial) {
     std::vector<std::int64_t> a(rank_of(rng)), b(rank_of(rng));
-    for (auto& d : a) d = dim_of(rng);
-    for (auto& d : b) d = dim_of(rng);
+    for (auto &d : a) d = dim_of(rng);
+    for (auto &d : b) d = dim_of(rng);
     bool ok = false;
     const auto expected = reference_broadcast(a, b, ok);
     INFO(shape(a) << " with " << shape(b));

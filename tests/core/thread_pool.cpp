@@ -25,7 +25,7 @@ TEST_CASE("parallel_for visits every index exactly once", "[thread_pool][propert
         for (std::int64_t i = begin; i < end; ++i) visits[static_cast<std::size_t>(i)].fetch_add(1);
       });
       INFO(threads << " threads, count " << count << ", grain " << grain);
-      for (const auto& v : visits) REQUIRE(v.load() == 1);
+      for (const auto &v : visits) REQUIRE(v.load() == 1);
     }
   }
 }
@@ -33,11 +33,11 @@ TEST_CASE("parallel_for visits every index exactly once", "[thread_pool][propert
 TEST_CASE("chunks depend on count and grain only, so chunked sums are bitwise reproducible", "[thread_pool]") {
   std::mt19937 rng(11);
   std::vector<float> values(100003);
-  for (auto& v : values) v = std::uniform_real_distribution<float>(-1e3f, 1e3f)(rng);
+  for (auto &v : values) v = std::uniform_real_distribution<float>(-1e3f, 1e3f)(rng);
   const std::int64_t grain = 4096;
   const auto chunks = static_cast<std::size_t>((values.size() + grain - 1) / grain);
 
-  auto chunked_sum = [&](xlite::thread_pool& pool, std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) {
+  auto chunked_sum = [&](xlite::thread_pool &pool, std::vector<std::pair<std::int64_t, std::int64_t>> &ranges) {
     std::vector<float> partial(chunks);
     std::mutex m;
     pool.parallel_for(static_cast<std::int64_t>(values.size()), grain, [&](std::int64_t begin, std::int64_t end) {
@@ -86,7 +86,7 @@ TEST_CASE("work really spreads over the pool's threads", "[thread_pool]") {
 }
 
 TEST_CASE("an exception in a chunk reaches the caller and the pool stays usable", "[thread_pool]") {
-  auto fail_at_10 = [](std::atomic<int>& ran) {
+  auto fail_at_10 = [](std::atomic<int> &ran) {
     return [&ran](std::int64_t begin, std::int64_t) {
       ran.fetch_add(1);
       if (begin == 10) throw std::runtime_error("chunk 10 failed");
@@ -135,7 +135,7 @@ TEST_CASE("parallel_for from several threads at once on one pool", "[thread_pool
       }
     });
   }
-  for (auto& t : callers) t.join();
+  for (auto &t : callers) t.join();
   CHECK(sum.load() == 4 * 50 * 499500LL);
 }
 
@@ -150,12 +150,11 @@ TEST_CASE("bad arguments are value_errors", "[thread_pool]") {
   CHECK(calls == 0);
 }
 
-TEST_CASE("XLITE_NUM_THREADS=3", "[.xlite_num_threads]") {
-  CHECK(xlite::default_thread_pool().num_threads() == 3);
-}
+TEST_CASE("XLITE_NUM_THREADS=3", "[.xlite_num_threads]") { CHECK(xlite::default_thread_pool().num_threads() == 3); }
 
-TEST_CASE("scoped_thread_pool installs a pool for this thread's kernels and restores the previous one", "[thread_pool]") {
-  xlite::thread_pool& before = xlite::current_thread_pool();
+TEST_CASE("scoped_thread_pool installs a pool for this thread's kernels and restores the previous one",
+          "[thread_pool]") {
+  xlite::thread_pool &before = xlite::current_thread_pool();
   CHECK(&before == &xlite::default_thread_pool());
   xlite::thread_pool one(1);
   {

@@ -84,7 +84,8 @@ TEST_CASE("simplification: -(-x) is x, cast to the same type is the operand", "[
   SUCCEED();
 }
 
-TEST_CASE("constant folding: scalar-only subexpressions are computed when the expression is built", "[graph][simplify]") {
+TEST_CASE("constant folding: scalar-only subexpressions are computed when the expression is built",
+          "[graph][simplify]") {
   static_assert(same_type<decltype(c<2> * c<3>), xlite::expr::scalar<int>>);
   CHECK((c<2> * c<3>).value == 6);
   const auto e = a * xlite::exp(xlite::scalar(0.0f));

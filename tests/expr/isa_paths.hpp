@@ -1,7 +1,8 @@
 #pragma once
 
-// Runs a test body once for every SIMD path this test program has compiled in, with
-// set_max_isa selecting it, and says which path failed.
+// Runs a test body once for each kernel path this test program has: the SIMD arch it was
+// compiled for (kernels/simd.hpp), and the scalar path that XLITE_ISA=portable selects
+// when that arch needs more than the baseline. The INFO line says which path failed.
 
 #include <xlite/core/cpu_features.hpp>
 #include <xlite/kernels/simd.hpp>
@@ -12,22 +13,17 @@
 
 namespace xlite_test {
 
-// The distinct paths: one per ISA level that selects a different compiled arch and that
-// this CPU can run.
 inline std::vector<xlite::isa> isa_paths() {
-  std::vector<xlite::isa> paths;
-  for (const xlite::isa level : {xlite::isa::portable, xlite::isa::avx2, xlite::isa::avx512}) {
-    if (level > xlite::detected_isa()) continue;
-    if (xlite::kernels::arch_level_for(level) == level) paths.push_back(level);
-  }
+  std::vector<xlite::isa> paths{xlite::isa::portable};
+  if (xlite::kernels::simd_arch_level > xlite::isa::portable) paths.push_back(xlite::kernels::simd_arch_level);
   return paths;
 }
 
 template <class F>
-void for_each_isa_path(F&& body) {
+void for_each_isa_path(F &&body) {
   for (const xlite::isa level : isa_paths()) {
     xlite::scoped_max_isa cap(level);
-    INFO("ISA path: " << level);
+    INFO("kernel path: cap " << level << ", " << (xlite::kernels::simd_path_active() ? "SIMD" : "scalar"));
     body(level);
   }
 }

@@ -54,7 +54,7 @@ TEST_CASE("tensor: copies are deep, moves are cheap, == compares shape and value
   b(0) = 10;
   CHECK(a(0) == 1);
   CHECK_FALSE(a == b);
-  const float* storage = a.data();
+  const float *storage = a.data();
   tensor<float> c = std::move(a);
   CHECK(c.data() == storage);
   CHECK(tensor<float>{1, 2, 3} == c);

@@ -50,7 +50,7 @@ inline constexpr std::array<dtype_info, all_dtypes.size()> dtype_table{{
     {"float64", 8, dtype_category::floating_point, true},
 }};
 
-constexpr const dtype_info& info(dtype t) { return dtype_table[static_cast<std::size_t>(t)]; }
+constexpr const dtype_info &info(dtype t) { return dtype_table[static_cast<std::size_t>(t)]; }
 
 } // namespace detail
 
@@ -61,7 +61,7 @@ constexpr bool is_floating_point(dtype t) { return category(t) == dtype_category
 constexpr bool is_integral(dtype t) { return category(t) == dtype_category::integral; }
 constexpr bool is_signed(dtype t) { return detail::info(t).is_signed; }
 
-inline std::ostream& operator<<(std::ostream& out, dtype t) { return out << name(t); }
+inline std::ostream &operator<<(std::ostream &out, dtype t) { return out << name(t); }
 
 // The dtype of a result computed from tensors of dtypes a and b (torch.promote_types).
 constexpr dtype promote_types(dtype a, dtype b) {
@@ -89,26 +89,34 @@ constexpr dtype promote_with_scalar(dtype tensor, dtype_category scalar) {
 // The dtype of a C++ element type. The 16-bit floating types join when core/ defines them.
 template <class T>
 struct dtype_of;
-template <> struct dtype_of<bool> : std::integral_constant<dtype, dtype::boolean> {};
-template <> struct dtype_of<std::uint8_t> : std::integral_constant<dtype, dtype::u8> {};
-template <> struct dtype_of<std::int8_t> : std::integral_constant<dtype, dtype::i8> {};
-template <> struct dtype_of<std::int32_t> : std::integral_constant<dtype, dtype::i32> {};
-template <> struct dtype_of<std::int64_t> : std::integral_constant<dtype, dtype::i64> {};
-template <> struct dtype_of<float> : std::integral_constant<dtype, dtype::f32> {};
-template <> struct dtype_of<double> : std::integral_constant<dtype, dtype::f64> {};
+template <>
+struct dtype_of<bool> : std::integral_constant<dtype, dtype::boolean> {};
+template <>
+struct dtype_of<std::uint8_t> : std::integral_constant<dtype, dtype::u8> {};
+template <>
+struct dtype_of<std::int8_t> : std::integral_constant<dtype, dtype::i8> {};
+template <>
+struct dtype_of<std::int32_t> : std::integral_constant<dtype, dtype::i32> {};
+template <>
+struct dtype_of<std::int64_t> : std::integral_constant<dtype, dtype::i64> {};
+template <>
+struct dtype_of<float> : std::integral_constant<dtype, dtype::f32> {};
+template <>
+struct dtype_of<double> : std::integral_constant<dtype, dtype::f64> {};
 
 template <class T>
-concept element_type = requires { dtype_of<std::remove_cv_t<T>>::value; };
+concept element_type = requires {
+  dtype_of<std::remove_cv_t<T>>::value;
+};
 
 template <element_type T>
 inline constexpr dtype dtype_of_v = dtype_of<std::remove_cv_t<T>>::value;
 
 // The category a plain C++ scalar falls in, for promote_with_scalar.
 template <class T>
-  requires std::is_arithmetic_v<T>
-inline constexpr dtype_category scalar_category_v =
-    std::is_same_v<T, bool>        ? dtype_category::boolean
-    : std::is_integral_v<T>        ? dtype_category::integral
-                                   : dtype_category::floating_point;
+requires std::is_arithmetic_v<T>
+inline constexpr dtype_category scalar_category_v = std::is_same_v<T, bool> ? dtype_category::boolean
+                                                    : std::is_integral_v<T> ? dtype_category::integral
+                                                                            : dtype_category::floating_point;
 
 } // namespace xlite

@@ -33,48 +33,48 @@ enum class dtype_rule : std::uint8_t {
 enum class op_kind : std::uint8_t { elementwise, reduction };
 
 // X(name, arity, kind, dtype_rule). Names are the lower-case names users see.
-#define XLITE_OP_LIST(X)                                  \
-  X(add, 2, elementwise, promote)                         \
-  X(sub, 2, elementwise, promote)                         \
-  X(mul, 2, elementwise, promote)                         \
-  X(div, 2, elementwise, to_floating)                     \
-  X(neg, 1, elementwise, promote)                         \
-  X(equal, 2, elementwise, to_boolean)                    \
-  X(not_equal, 2, elementwise, to_boolean)                \
-  X(less, 2, elementwise, to_boolean)                     \
-  X(less_equal, 2, elementwise, to_boolean)               \
-  X(greater, 2, elementwise, to_boolean)                  \
-  X(greater_equal, 2, elementwise, to_boolean)            \
-  X(logical_and, 2, elementwise, to_boolean)              \
-  X(logical_or, 2, elementwise, to_boolean)               \
-  X(logical_not, 1, elementwise, to_boolean)              \
-  X(where, 3, elementwise, promote_data)                  \
-  X(fma, 3, elementwise, promote)                         \
-  X(minimum, 2, elementwise, promote)                     \
-  X(maximum, 2, elementwise, promote)                     \
-  X(clamp, 3, elementwise, promote)                       \
-  X(pow, 2, elementwise, to_floating)                     \
-  X(abs, 1, elementwise, promote)                         \
-  X(exp, 1, elementwise, to_floating)                     \
-  X(log, 1, elementwise, to_floating)                     \
-  X(log1p, 1, elementwise, to_floating)                   \
-  X(sqrt, 1, elementwise, to_floating)                    \
-  X(rsqrt, 1, elementwise, to_floating)                   \
-  X(tanh, 1, elementwise, to_floating)                    \
-  X(sigmoid, 1, elementwise, to_floating)                 \
-  X(relu, 1, elementwise, promote)                        \
-  X(gelu, 1, elementwise, to_floating)                    \
-  X(sin, 1, elementwise, to_floating)                     \
-  X(cos, 1, elementwise, to_floating)                     \
-  X(floor, 1, elementwise, promote)                       \
-  X(ceil, 1, elementwise, promote)                        \
-  X(round, 1, elementwise, promote)                       \
-  X(cast, 1, elementwise, explicit_type)                  \
-  X(sum, 1, reduction, accumulate)                        \
-  X(mean, 1, reduction, to_floating)                      \
-  X(max, 1, reduction, promote)                           \
-  X(min, 1, reduction, promote)                           \
-  X(prod, 1, reduction, accumulate)                       \
+#define XLITE_OP_LIST(X)                                                                                               \
+  X(add, 2, elementwise, promote)                                                                                      \
+  X(sub, 2, elementwise, promote)                                                                                      \
+  X(mul, 2, elementwise, promote)                                                                                      \
+  X(div, 2, elementwise, to_floating)                                                                                  \
+  X(neg, 1, elementwise, promote)                                                                                      \
+  X(equal, 2, elementwise, to_boolean)                                                                                 \
+  X(not_equal, 2, elementwise, to_boolean)                                                                             \
+  X(less, 2, elementwise, to_boolean)                                                                                  \
+  X(less_equal, 2, elementwise, to_boolean)                                                                            \
+  X(greater, 2, elementwise, to_boolean)                                                                               \
+  X(greater_equal, 2, elementwise, to_boolean)                                                                         \
+  X(logical_and, 2, elementwise, to_boolean)                                                                           \
+  X(logical_or, 2, elementwise, to_boolean)                                                                            \
+  X(logical_not, 1, elementwise, to_boolean)                                                                           \
+  X(where, 3, elementwise, promote_data)                                                                               \
+  X(fma, 3, elementwise, promote)                                                                                      \
+  X(minimum, 2, elementwise, promote)                                                                                  \
+  X(maximum, 2, elementwise, promote)                                                                                  \
+  X(clamp, 3, elementwise, promote)                                                                                    \
+  X(pow, 2, elementwise, to_floating)                                                                                  \
+  X(abs, 1, elementwise, promote)                                                                                      \
+  X(exp, 1, elementwise, to_floating)                                                                                  \
+  X(log, 1, elementwise, to_floating)                                                                                  \
+  X(log1p, 1, elementwise, to_floating)                                                                                \
+  X(sqrt, 1, elementwise, to_floating)                                                                                 \
+  X(rsqrt, 1, elementwise, to_floating)                                                                                \
+  X(tanh, 1, elementwise, to_floating)                                                                                 \
+  X(sigmoid, 1, elementwise, to_floating)                                                                              \
+  X(relu, 1, elementwise, promote)                                                                                     \
+  X(gelu, 1, elementwise, to_floating)                                                                                 \
+  X(sin, 1, elementwise, to_floating)                                                                                  \
+  X(cos, 1, elementwise, to_floating)                                                                                  \
+  X(floor, 1, elementwise, promote)                                                                                    \
+  X(ceil, 1, elementwise, promote)                                                                                     \
+  X(round, 1, elementwise, promote)                                                                                    \
+  X(cast, 1, elementwise, explicit_type)                                                                               \
+  X(sum, 1, reduction, accumulate)                                                                                     \
+  X(mean, 1, reduction, to_floating)                                                                                   \
+  X(max, 1, reduction, promote)                                                                                        \
+  X(min, 1, reduction, promote)                                                                                        \
+  X(prod, 1, reduction, accumulate)                                                                                    \
   X(argmax, 1, reduction, to_index)
 
 enum class op : std::uint8_t {
@@ -98,15 +98,15 @@ inline constexpr std::array op_table{
 
 inline constexpr std::size_t op_count = op_table.size();
 
-constexpr const op_info& info(op o) { return op_table[static_cast<std::size_t>(o)]; }
+constexpr const op_info &info(op o) { return op_table[static_cast<std::size_t>(o)]; }
 constexpr std::string_view name(op o) { return info(o).name; }
 
-inline std::ostream& operator<<(std::ostream& out, op o) { return out << name(o); }
+inline std::ostream &operator<<(std::ostream &out, op o) { return out << name(o); }
 
 // The result dtype of `o` applied to operands of the given dtypes; `explicit_type` ops
 // (cast) take their result from the caller and are a dtype_error here.
 constexpr dtype result_dtype(op o, std::span<const dtype> operands) {
-  const op_info& i = info(o);
+  const op_info &i = info(o);
   if (operands.size() != i.arity) {
     throw dtype_error(detail::message(i.name, ": takes ", i.arity, " operands, got ", operands.size()));
   }
@@ -123,10 +123,14 @@ constexpr dtype result_dtype(op o, std::span<const dtype> operands) {
     for (std::size_t k = 1; k < operands.size(); ++k) result = promote_types(result, operands[k]);
     return is_floating_point(result) ? result : default_floating_dtype;
   }
-  case dtype_rule::to_boolean: return dtype::boolean;
-  case dtype_rule::to_index: return dtype::i64;
-  case dtype_rule::accumulate: return is_floating_point(operands[0]) ? operands[0] : dtype::i64;
-  case dtype_rule::explicit_type: break;
+  case dtype_rule::to_boolean:
+    return dtype::boolean;
+  case dtype_rule::to_index:
+    return dtype::i64;
+  case dtype_rule::accumulate:
+    return is_floating_point(operands[0]) ? operands[0] : dtype::i64;
+  case dtype_rule::explicit_type:
+    break;
   }
   throw dtype_error(detail::message(i.name, ": the result dtype is chosen by the caller"));
 }

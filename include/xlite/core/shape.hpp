@@ -35,12 +35,12 @@ public:
 
   // From any range of integers: std::vector<std::size_t>, an xtensor shape, a span...
   template <std::ranges::input_range Dims>
-    requires std::integral<std::ranges::range_value_t<Dims>>
-  explicit shape(const Dims& dims) {
+  requires std::integral<std::ranges::range_value_t<Dims>>
+  explicit shape(const Dims &dims) {
     for (const auto dim : dims) {
       if (rank_ == max_rank) {
-        throw shape_error(detail::message("shape: rank ", std::ranges::distance(dims),
-                                          " exceeds the maximum rank ", max_rank));
+        throw shape_error(
+            detail::message("shape: rank ", std::ranges::distance(dims), " exceeds the maximum rank ", max_rank));
       }
       if constexpr (std::is_signed_v<std::ranges::range_value_t<Dims>>) {
         if (dim < 0) throw shape_error(detail::message("shape: dimension ", rank_, " is negative (", dim, ")"));
@@ -66,7 +66,7 @@ public:
     return n;
   }
 
-  friend constexpr bool operator==(const shape& a, const shape& b) noexcept {
+  friend constexpr bool operator==(const shape &a, const shape &b) noexcept {
     return std::ranges::equal(a.dims(), b.dims());
   }
 
@@ -80,7 +80,7 @@ public:
     return text + (rank_ == 1 ? ",)" : ")");
   }
 
-  friend std::ostream& operator<<(std::ostream& out, const shape& s) { return out << s.to_string(); }
+  friend std::ostream &operator<<(std::ostream &out, const shape &s) { return out << s.to_string(); }
 
 private:
   void check_numel_fits() const {
@@ -99,7 +99,7 @@ private:
 
 // NumPy broadcasting: shapes are aligned at their last dimension, and each pair of
 // dimensions must be equal or contain a 1. `op` names the operation in the error message.
-inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view op) {
+inline shape broadcast_shapes(const shape &a, const shape &b, std::string_view op) {
   const std::size_t rank = std::max(a.rank(), b.rank());
   std::array<std::int64_t, max_rank> dims{};
   for (std::size_t i = 0; i < rank; ++i) { // i counts from the last dimension
@@ -117,10 +117,11 @@ inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view o
 // An axis in [-rank, rank) made non-negative, as NumPy and PyTorch accept negative axes.
 inline std::size_t normalize_axis(std::int64_t axis, std::size_t rank, std::string_view op) {
   const auto r = static_cast<std::int64_t>(rank);
-  if (rank == 0) throw index_error(detail::message(op, ": axis ", axis, " given for a rank-0 tensor, which has no axes"));
+  if (rank == 0)
+    throw index_error(detail::message(op, ": axis ", axis, " given for a rank-0 tensor, which has no axes"));
   if (axis < -r || axis >= r) {
-    throw index_error(detail::message(op, ": axis ", axis, " is out of range for rank ", rank, " (valid: ", -r,
-                                      " to ", r - 1, ")"));
+    throw index_error(
+        detail::message(op, ": axis ", axis, " is out of range for rank ", rank, " (valid: ", -r, " to ", r - 1, ")"));
   }
   return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
 }

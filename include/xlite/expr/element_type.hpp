@@ -85,10 +85,9 @@ template <op O, class E, class... Rest>
 struct common_element<O, E, Rest...> {
   using rest = typename common_element<O, Rest...>::type;
   using own = std::conditional_t<adopts_type_v<E>, void, typename std::remove_cvref_t<E>::value_type>;
-  using type = typename std::conditional_t<
-      std::is_void_v<own>, std::type_identity<rest>,
-      std::conditional_t<std::is_void_v<rest>, std::type_identity<own>, checks::element_types_must_match<O, own, rest>>>::
-      type;
+  using type = typename std::conditional_t<std::is_void_v<own>, std::type_identity<rest>,
+                                           std::conditional_t<std::is_void_v<rest>, std::type_identity<own>,
+                                                              checks::element_types_must_match<O, own, rest>>>::type;
 };
 
 } // namespace xlite::expr

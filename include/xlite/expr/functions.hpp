@@ -35,22 +35,19 @@ template <class... A>
 concept builds_expression = (operand<A> && ...) && (tensor_like<A> || ...);
 
 template <class T>
-tensor_ref<T> to_operand(const tensor<T>& t) {
+tensor_ref<T> to_operand(const tensor<T> &t) {
   return {t.data(), t.shape()};
 }
 template <class T>
-tensor_owner<T> to_operand(tensor<T>&& t) {
+tensor_owner<T> to_operand(tensor<T> &&t) {
   return tensor_owner<T>(std::move(t));
 }
 template <expression E>
-std::remove_cvref_t<E> to_operand(E&& e) {
+std::remove_cvref_t<E> to_operand(E &&e) {
   return std::forward<E>(e);
 }
 template <class S>
-  requires is_plain_scalar_v<S>
-scalar<S> to_operand(S s) {
-  return {s};
-}
+requires is_plain_scalar_v<S> scalar<S> to_operand(S s) { return {s}; }
 
 // A scalar operand takes the element type T of the expression it joins.
 template <class T, class E>
@@ -78,7 +75,7 @@ constexpr bool is_constant_equal(double v) {
 }
 
 template <class E>
-auto scalar_value(const E& e) {
+auto scalar_value(const E &e) {
   if constexpr (is_constant_v<E>) {
     return E::value;
   } else {
@@ -87,7 +84,7 @@ auto scalar_value(const E& e) {
 }
 
 template <class... E>
-xlite::shape broadcast_all(op o, const E&... operands) {
+xlite::shape broadcast_all(op o, const E &...operands) {
   xlite::shape result;
   ((result = broadcast_shapes(result, operands.shape, name(o))), ...);
   return result;
@@ -100,16 +97,16 @@ auto make_node(E... operands) {
   if constexpr ((is_scalar_leaf_v<E> && ...)) {
     // Constant folding: a scalar-only subexpression is computed once, here.
     using common = std::common_type_t<typename E::value_type...>;
-    using computed = std::conditional_t<rule == dtype_rule::to_floating && !std::is_floating_point_v<common>,
-                                        double, common>;
+    using computed =
+        std::conditional_t<rule == dtype_rule::to_floating && !std::is_floating_point_v<common>, double, common>;
     const auto value = kernels::elementwise<O>{}(static_cast<computed>(scalar_value(operands))...);
     return scalar<std::remove_cvref_t<decltype(value)>>{value};
   } else if constexpr (rule == dtype_rule::promote_data) { // where(condition, a, b)
     return make_where(operands...);
   } else {
     using T = typename common_element<O, E...>::type;
-    if constexpr (rule == dtype_rule::to_boolean && (O == op::logical_and || O == op::logical_or ||
-                                                     O == op::logical_not)) {
+    if constexpr (rule == dtype_rule::to_boolean &&
+                  (O == op::logical_and || O == op::logical_or || O == op::logical_not)) {
       static_cast<void>(sizeof(checks::needs_booleans<O, T>));
     } else if constexpr (rule == dtype_rule::to_floating) {
       static_cast<void>(sizeof(checks::needs_floating_point<O, T>));
@@ -119,8 +116,7 @@ auto make_node(E... operands) {
     using R = std::conditional_t<rule == dtype_rule::to_boolean, bool, T>;
     auto typed = std::make_tuple(adopt<T>(operands)...);
     const xlite::shape s = broadcast_all(O, operands...);
-    return std::apply(
-        [&](auto... o) { return node<O, R, decltype(o)...>{{o...}, s}; }, typed);
+    return std::apply([&](auto... o) { return node<O, R, decltype(o)...>{{o...}, s}; }, typed);
   }
 }
 
@@ -137,7 +133,7 @@ auto make_where(C condition, A a, B b) {
 // x * 1, x / 1, x - 0 (and x + 0 for integers) are x. x + 0 is not x for floating point:
 // -0.0 + 0 is +0.0. No rule drops an operand that could be NaN or Inf (x * 0 stays).
 template <op O, class A, class B>
-auto binary(A&& a, B&& b) {
+auto binary(A &&a, B &&b) {
   auto x = to_operand(std::forward<A>(a));
   auto y = to_operand(std::forward<B>(b));
   using X = decltype(x);
@@ -164,7 +160,7 @@ auto binary(A&& a, B&& b) {
 }
 
 template <op O, class A>
-auto unary(A&& a) {
+auto unary(A &&a) {
   auto x = to_operand(std::forward<A>(a));
   using X = decltype(x);
   if constexpr (O == op::neg && is_node_v<X>) {
@@ -179,7 +175,7 @@ auto unary(A&& a) {
 }
 
 template <op O, class... A>
-auto nary(A&&... a) {
+auto nary(A &&...a) {
   return make_node<O>(to_operand(std::forward<A>(a))...);
 }
 
@@ -193,17 +189,12 @@ inline constexpr expr::constant<V> c{};
 
 // A run-time scalar as an expression leaf (plain numbers work too: x * 2.0f).
 template <class T>
-  requires std::is_arithmetic_v<T>
-expr::scalar<T> scalar(T value) {
-  return {value};
-}
+requires std::is_arithmetic_v<T> expr::scalar<T> scalar(T value) { return {value}; }
 
-#define XLITE_BINARY_OPERATOR(symbol, op_name)                                    \
-  template <class A, class B>                                                     \
-    requires expr::builds_expression<A, B>                                        \
-  auto operator symbol(A&& a, B&& b) {                                            \
-    return expr::binary<op::op_name>(std::forward<A>(a), std::forward<B>(b));     \
-  }
+#define XLITE_BINARY_OPERATOR(symbol, op_name)                                                                         \
+  template <class A, class B>                                                                                          \
+  requires expr::builds_expression<A, B>                                                                               \
+  auto operator symbol(A &&a, B &&b) { return expr::binary<op::op_name>(std::forward<A>(a), std::forward<B>(b)); }
 XLITE_BINARY_OPERATOR(+, add)
 XLITE_BINARY_OPERATOR(-, sub)
 XLITE_BINARY_OPERATOR(*, mul)
@@ -217,29 +208,24 @@ XLITE_BINARY_OPERATOR(||, logical_or)
 #undef XLITE_BINARY_OPERATOR
 
 template <class A>
-  requires expr::builds_expression<A>
-auto operator-(A&& a) {
-  return expr::unary<op::neg>(std::forward<A>(a));
-}
+requires expr::builds_expression<A>
+auto operator-(A &&a) { return expr::unary<op::neg>(std::forward<A>(a)); }
 template <class A>
-  requires expr::builds_expression<A>
-auto operator!(A&& a) {
-  return expr::unary<op::logical_not>(std::forward<A>(a));
-}
+requires expr::builds_expression<A>
+auto operator!(A &&a) { return expr::unary<op::logical_not>(std::forward<A>(a)); }
 
 // Named functions, one per op. == and != compare whole tensors (as in xtensor); their
 // element-wise forms are equal() and not_equal().
-#define XLITE_NAMED_FUNCTION(function, op_name, ...)                              \
-  template <class... A>                                                           \
-    requires(sizeof...(A) == info(op::op_name).arity) && expr::builds_expression<A...> \
-  auto function(A&&... a) {                                                       \
-    if constexpr (sizeof...(A) == 1) {                                            \
-      return expr::unary<op::op_name>(std::forward<A>(a)...);                     \
-    } else if constexpr (sizeof...(A) == 2) {                                     \
-      return expr::binary<op::op_name>(std::forward<A>(a)...);                    \
-    } else {                                                                      \
-      return expr::nary<op::op_name>(std::forward<A>(a)...);                      \
-    }                                                                             \
+#define XLITE_NAMED_FUNCTION(function, op_name, ...)                                                                   \
+  template <class... A>                                                                                                \
+  requires(sizeof...(A) == info(op::op_name).arity) && expr::builds_expression<A...> auto function(A &&...a) {         \
+    if constexpr (sizeof...(A) == 1) {                                                                                 \
+      return expr::unary<op::op_name>(std::forward<A>(a)...);                                                          \
+    } else if constexpr (sizeof...(A) == 2) {                                                                          \
+      return expr::binary<op::op_name>(std::forward<A>(a)...);                                                         \
+    } else {                                                                                                           \
+      return expr::nary<op::op_name>(std::forward<A>(a)...);                                                           \
+    }                                                                                                                  \
   }
 XLITE_NAMED_FUNCTION(add, add)
 XLITE_NAMED_FUNCTION(subtract, sub)
@@ -280,8 +266,8 @@ XLITE_NAMED_FUNCTION(round, round)
 
 // cast<To>(x): element-wise conversion, as static_cast. A cast to x's own type is x.
 template <class To, class A>
-  requires expr::builds_expression<A>
-auto cast(A&& a) {
+requires expr::builds_expression<A>
+auto cast(A &&a) {
   static_cast<void>(sizeof(expr::checks::supported_element<To>));
   auto x = expr::to_operand(std::forward<A>(a));
   using X = decltype(x);
@@ -301,7 +287,7 @@ using xlite::operator+, xlite::operator-, xlite::operator*, xlite::operator/, xl
     xlite::operator>, xlite::operator>=, xlite::operator&&, xlite::operator||, xlite::operator!;
 using xlite::abs, xlite::add, xlite::cast, xlite::ceil, xlite::clamp, xlite::cos, xlite::divide, xlite::equal,
     xlite::exp, xlite::floor, xlite::fma, xlite::gelu, xlite::greater, xlite::greater_equal, xlite::less,
-    xlite::less_equal, xlite::log, xlite::log1p, xlite::logical_and, xlite::logical_not, xlite::logical_or,
-    xlite::max, xlite::min, xlite::multiply, xlite::negative, xlite::not_equal, xlite::pow, xlite::relu,
-    xlite::round, xlite::rsqrt, xlite::sigmoid, xlite::sin, xlite::sqrt, xlite::subtract, xlite::tanh, xlite::where;
+    xlite::less_equal, xlite::log, xlite::log1p, xlite::logical_and, xlite::logical_not, xlite::logical_or, xlite::max,
+    xlite::min, xlite::multiply, xlite::negative, xlite::not_equal, xlite::pow, xlite::relu, xlite::round, xlite::rsqrt,
+    xlite::sigmoid, xlite::sin, xlite::sqrt, xlite::subtract, xlite::tanh, xlite::where;
 } // namespace xlite::expr

@@ -5,7 +5,8 @@
 // count, depth and a signature string. Users and tests can read all of it at compile time:
 //
 //   static_assert(xlite::expr::node_count_v<decltype(a * x + b)> == 5);
-//   static_assert(xlite::expr::signature<decltype(a * x + b)>() == "add(mul(tensor<float32>,tensor<float32>),tensor<float32>)");
+//   static_assert(xlite::expr::signature<decltype(a * x + b)>() ==
+//   "add(mul(tensor<float32>,tensor<float32>),tensor<float32>)");
 //
 // Hana enters xlite here and nowhere else.
 
@@ -49,12 +50,13 @@ constexpr auto operand_types(hana::basic_type<cast_node<To, Operand>>) {
 // Every subexpression of E, operands before the nodes that use them, E last.
 template <class E>
 constexpr auto post_order(hana::basic_type<E> e) {
-  return hana::append(hana::flatten(hana::transform(operand_types(e), [](auto operand) { return post_order(operand); })),
-                      e);
+  return hana::append(
+      hana::flatten(hana::transform(operand_types(e), [](auto operand) { return post_order(operand); })), e);
 }
 
 template <class E>
-inline constexpr std::size_t node_count_v = decltype(hana::length(post_order(hana::type_c<std::remove_cvref_t<E>>)))::value;
+inline constexpr std::size_t node_count_v =
+    decltype(hana::length(post_order(hana::type_c<std::remove_cvref_t<E>>)))::value;
 
 template <class E>
 constexpr std::size_t depth(hana::basic_type<E> e) {
@@ -100,14 +102,14 @@ constexpr auto literal(const char (&text)[N]) {
 }
 
 template <std::size_t A, std::size_t B>
-constexpr fixed_string<A + B> operator+(const fixed_string<A>& a, const fixed_string<B>& b) {
+constexpr fixed_string<A + B> operator+(const fixed_string<A> &a, const fixed_string<B> &b) {
   fixed_string<A + B> s;
   std::copy_n(a.chars.begin(), A, s.chars.begin());
   std::copy_n(b.chars.begin(), B, s.chars.begin() + A);
   return s;
 }
 
-template <const std::string_view& Text>
+template <const std::string_view &Text>
 constexpr auto from_view() {
   fixed_string<Text.size()> s;
   std::copy_n(Text.begin(), Text.size(), s.chars.begin());

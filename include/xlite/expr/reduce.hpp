@@ -96,8 +96,8 @@ struct reduction_plan {
 };
 
 template <class E>
-reduction_plan plan_reduction(const E& e, const axes& which, bool keep, op o) {
-  const xlite::shape& in = e.shape;
+reduction_plan plan_reduction(const E &e, const axes &which, bool keep, op o) {
+  const xlite::shape &in = e.shape;
   const std::size_t rank = in.rank();
   std::array<bool, max_rank> is_reduced{};
   if (which.all()) {
@@ -138,7 +138,7 @@ reduction_plan plan_reduction(const E& e, const axes& which, bool keep, op o) {
     }
   }
   std::vector<strides_t> strides;
-  for (const xlite::shape& leaf : memory_leaf_shapes(e)) {
+  for (const xlite::shape &leaf : memory_leaf_shapes(e)) {
     const strides_t full = broadcast_strides(in, leaf);
     strides_t permuted{};
     for (std::size_t p = 0; p < rank; ++p) permuted[p] = full[order[p]];
@@ -167,8 +167,8 @@ reduction_plan plan_reduction(const E& e, const axes& which, bool keep, op o) {
 
 // Sets index[0, first) to the position `flat` of dimensions [first_dim, last_dim) (the
 // last of them fastest).
-inline void unravel(const loop_plan& plan, std::pair<std::size_t, std::size_t> span, std::int64_t flat,
-                    std::array<std::int64_t, max_rank>& index) {
+inline void unravel(const loop_plan &plan, std::pair<std::size_t, std::size_t> span, std::int64_t flat,
+                    std::array<std::int64_t, max_rank> &index) {
   for (std::size_t d = span.second; d-- > span.first;) {
     index[d] = flat % plan.dims[d];
     flat /= plan.dims[d];
@@ -177,7 +177,7 @@ inline void unravel(const loop_plan& plan, std::pair<std::size_t, std::size_t> s
 
 // Accumulates the reduced positions [begin, end) of output p, innermost dimension reduced.
 template <op O, class Arch, class L, class R, class B>
-R reduce_block(B expr, const reduction_plan& plan, std::int64_t p, std::int64_t begin, std::int64_t end) {
+R reduce_block(B expr, const reduction_plan &plan, std::int64_t p, std::int64_t begin, std::int64_t end) {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
   constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
@@ -186,19 +186,22 @@ R reduce_block(B expr, const reduction_plan& plan, std::int64_t p, std::int64_t 
   std::array<batch, 4> acc;
   acc.fill(batch(red::template identity<R>()));
   R tail = red::template identity<R>();
-  walk_rows(expr, plan.loop, index, plan.reduced_dims.first, begin, end, [&](std::int64_t j, std::int64_t stop, std::int64_t) {
-    if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
-      for (; j + 4 * width <= stop; j += 4 * width) {
-        for (std::size_t k = 0; k < 4; ++k) {
-          acc[k] = red::combine(acc[k], batch(expr.template get<Arch, L, false>(j + static_cast<std::int64_t>(k) * width)));
-        }
-      }
-      for (; j + width <= stop; j += width) acc[0] = red::combine(acc[0], batch(expr.template get<Arch, L, false>(j)));
-    }
-    for (; j < stop; ++j) {
-      tail = red::combine(tail, static_cast<R>(expr.template get<kernels::scalar_arch, L, false>(j)));
-    }
-  });
+  walk_rows(expr, plan.loop, index, plan.reduced_dims.first, begin, end,
+            [&](std::int64_t j, std::int64_t stop, std::int64_t) {
+              if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+                for (; j + 4 * width <= stop; j += 4 * width) {
+                  for (std::size_t k = 0; k < 4; ++k) {
+                    acc[k] = red::combine(
+                        acc[k], batch(expr.template get<Arch, L, false>(j + static_cast<std::int64_t>(k) * width)));
+                  }
+                }
+                for (; j + width <= stop; j += width)
+                  acc[0] = red::combine(acc[0], batch(expr.template get<Arch, L, false>(j)));
+              }
+              for (; j < stop; ++j) {
+                tail = red::combine(tail, static_cast<R>(expr.template get<kernels::scalar_arch, L, false>(j)));
+              }
+            });
   const batch lanes = red::combine(red::combine(acc[0], acc[1]), red::combine(acc[2], acc[3]));
   return red::combine(kernels::combine_lanes<O, R, Arch>(lanes), tail);
 }
@@ -206,7 +209,7 @@ R reduce_block(B expr, const reduction_plan& plan, std::int64_t p, std::int64_t 
 // Output rows [p][c_begin, c_end) with the innermost dimension kept: each output element
 // accumulates its reduced positions in order, SIMD across outputs.
 template <op O, class Arch, class L, class R, class B>
-void reduce_columns(B expr, const reduction_plan& plan, R* out_row, std::int64_t p, std::int64_t c_begin,
+void reduce_columns(B expr, const reduction_plan &plan, R *out_row, std::int64_t p, std::int64_t c_begin,
                     std::int64_t c_end) {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
@@ -218,7 +221,7 @@ void reduce_columns(B expr, const reduction_plan& plan, R* out_row, std::int64_t
     unravel(plan.loop, plan.reduced_dims, q, index);
     walk_rows(expr, plan.loop, index, plan.inner_dims.first, c_begin, c_end,
               [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
-                R* out = out_row + c_begin + offset - j;
+                R *out = out_row + c_begin + offset - j;
                 if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
                   for (; j + width <= stop; j += width) {
                     red::combine(batch::load_unaligned(out + j), batch(expr.template get<Arch, L, false>(j)))
@@ -233,7 +236,7 @@ void reduce_columns(B expr, const reduction_plan& plan, R* out_row, std::int64_t
 }
 
 template <op O, class E>
-auto reduce(const E& e, const axes& which, bool keep) {
+auto reduce(const E &e, const axes &which, bool keep) {
   using V = typename E::value_type;
   using R = typename reduction_result<O, V>::type;
   const reduction_plan plan = plan_reduction(e, which, keep, O);
@@ -242,7 +245,8 @@ auto reduce(const E& e, const axes& which, bool keep) {
     if constexpr (O == op::max || O == op::min) {
       throw value_error(detail::message(name(O), ": cannot reduce over an empty axis (shape ", e.shape, ")"));
     } else {
-      const R fill = O == op::mean ? std::numeric_limits<R>::quiet_NaN() : kernels::reduction<O>::template identity<R>();
+      const R fill =
+          O == op::mean ? std::numeric_limits<R>::quiet_NaN() : kernels::reduction<O>::template identity<R>();
       std::fill(out.begin(), out.end(), fill);
       return out;
     }
@@ -251,49 +255,46 @@ auto reduce(const E& e, const axes& which, bool keep) {
   const auto bound_expr = bind(e, plan.loop);
   using L = lane_type_t<E>;
   constexpr bool simd = simd_evaluable_v<E> && std::is_same_v<R, V>;
-  thread_pool& pool = current_thread_pool();
-  kernels::dispatch(
-      [&](auto arch) {
-        using Arch = decltype(arch);
-        if constexpr (std::is_same_v<Arch, kernels::scalar_arch> || simd) {
-          if (plan.inner_dims.first == plan.inner_dims.second) { // the innermost dimension is reduced
-            const std::int64_t blocks = (plan.reduced + reduction_block - 1) / reduction_block;
-            std::vector<R> partial(static_cast<std::size_t>(plan.outputs_outer * blocks));
-            const std::int64_t grain = std::max<std::int64_t>(1, reduction_block / plan.reduced);
-            pool.parallel_for(plan.outputs_outer * blocks, grain, [&](std::int64_t first, std::int64_t last) {
-              for (std::int64_t task = first; task < last; ++task) {
-                const std::int64_t p = task / blocks;
-                const std::int64_t b = task % blocks;
-                partial[static_cast<std::size_t>(task)] = reduce_block<O, Arch, L, R>(
-                    bound_expr, plan, p, b * reduction_block, std::min(plan.reduced, (b + 1) * reduction_block));
-              }
-            });
-            for (std::int64_t p = 0; p < plan.outputs_outer; ++p) {
-              R total = partial[static_cast<std::size_t>(p * blocks)];
-              for (std::int64_t b = 1; b < blocks; ++b) {
-                total = kernels::reduction<O>::combine(total, partial[static_cast<std::size_t>(p * blocks + b)]);
-              }
-              out.data()[p] = total;
-            }
-          } else {
-            const std::int64_t inner = plan.outputs_inner;
-            const std::int64_t column_grain = std::max<std::int64_t>(64, reduction_block / std::max<std::int64_t>(1, plan.reduced));
-            const std::int64_t chunks = (inner + column_grain - 1) / column_grain;
-            pool.parallel_for(plan.outputs_outer * chunks, 1, [&](std::int64_t first, std::int64_t last) {
-              for (std::int64_t task = first; task < last; ++task) {
-                const std::int64_t p = task / chunks;
-                const std::int64_t c = (task % chunks) * column_grain;
-                reduce_columns<O, Arch, L, R>(bound_expr, plan, out.data() + p * inner, p, c,
-                                              std::min(inner, c + column_grain));
-              }
-            });
-          }
+  thread_pool &pool = current_thread_pool();
+  kernels::dispatch<simd>([&](auto arch) {
+    using Arch = decltype(arch);
+    if (plan.inner_dims.first == plan.inner_dims.second) { // the innermost dimension is reduced
+      const std::int64_t blocks = (plan.reduced + reduction_block - 1) / reduction_block;
+      std::vector<R> partial(static_cast<std::size_t>(plan.outputs_outer * blocks));
+      const std::int64_t grain = std::max<std::int64_t>(1, reduction_block / plan.reduced);
+      pool.parallel_for(plan.outputs_outer * blocks, grain, [&](std::int64_t first, std::int64_t last) {
+        for (std::int64_t task = first; task < last; ++task) {
+          const std::int64_t p = task / blocks;
+          const std::int64_t b = task % blocks;
+          partial[static_cast<std::size_t>(task)] = reduce_block<O, Arch, L, R>(
+              bound_expr, plan, p, b * reduction_block, std::min(plan.reduced, (b + 1) * reduction_block));
         }
-      },
-      !simd);
+      });
+      for (std::int64_t p = 0; p < plan.outputs_outer; ++p) {
+        R total = partial[static_cast<std::size_t>(p * blocks)];
+        for (std::int64_t b = 1; b < blocks; ++b) {
+          total = kernels::reduction<O>::combine(total, partial[static_cast<std::size_t>(p * blocks + b)]);
+        }
+        out.data()[p] = total;
+      }
+    } else {
+      const std::int64_t inner = plan.outputs_inner;
+      const std::int64_t column_grain =
+          std::max<std::int64_t>(64, reduction_block / std::max<std::int64_t>(1, plan.reduced));
+      const std::int64_t chunks = (inner + column_grain - 1) / column_grain;
+      pool.parallel_for(plan.outputs_outer * chunks, 1, [&](std::int64_t first, std::int64_t last) {
+        for (std::int64_t task = first; task < last; ++task) {
+          const std::int64_t p = task / chunks;
+          const std::int64_t c = (task % chunks) * column_grain;
+          reduce_columns<O, Arch, L, R>(bound_expr, plan, out.data() + p * inner, p, c,
+                                        std::min(inner, c + column_grain));
+        }
+      });
+    }
+  });
   if constexpr (O == op::mean) {
     const R count = static_cast<R>(plan.reduced);
-    for (R& v : out) v /= count;
+    for (R &v : out) v /= count;
   }
   return out;
 }
@@ -301,38 +302,40 @@ auto reduce(const E& e, const axes& which, bool keep) {
 // argmax over one axis (or the flattened tensor): the index of the first maximum, NaN
 // counting as the maximum, as torch.argmax.
 template <class E>
-tensor<std::int64_t> reduce_argmax(const E& e, const axes& which, bool keep) {
+tensor<std::int64_t> reduce_argmax(const E &e, const axes &which, bool keep) {
   using V = typename E::value_type;
   if (!which.all() && which.list().size() != 1) {
     throw index_error(detail::message("argmax: takes one axis or none, got ", which.list().size()));
   }
   const reduction_plan plan = plan_reduction(e, which, keep, op::argmax);
   tensor<std::int64_t> out(tensor<std::int64_t>::uninitialized, plan.out);
-  if (plan.reduced == 0) throw value_error(detail::message("argmax: cannot reduce over an empty axis (shape ", e.shape, ")"));
+  if (plan.reduced == 0)
+    throw value_error(detail::message("argmax: cannot reduce over an empty axis (shape ", e.shape, ")"));
   const auto bound_expr = bind(e, plan.loop);
   using L = lane_type_t<E>;
   current_thread_pool().parallel_for(plan.outputs_outer, std::max<std::int64_t>(1, reduction_block / plan.reduced),
                                      [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t p = first; p < last; ++p) {
-      auto expr = bound_expr;
-      std::array<std::int64_t, max_rank> index{};
-      unravel(plan.loop, plan.outer_dims, p, index);
-      V best{};
-      std::int64_t best_at = -1;
-      walk_rows(expr, plan.loop, index, plan.reduced_dims.first, 0, plan.reduced,
-                [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
-                  for (std::int64_t k = j; k < stop; ++k) {
-                    const V v = expr.template get<kernels::scalar_arch, L, false>(k);
-                    const bool better = best_at < 0 || v > best || (v != v && best == best);
-                    if (better) {
-                      best = v;
-                      best_at = offset + (k - j);
-                    }
-                  }
-                });
-      out.data()[p] = best_at;
-    }
-  });
+                                       for (std::int64_t p = first; p < last; ++p) {
+                                         auto expr = bound_expr;
+                                         std::array<std::int64_t, max_rank> index{};
+                                         unravel(plan.loop, plan.outer_dims, p, index);
+                                         V best{};
+                                         std::int64_t best_at = -1;
+                                         walk_rows(expr, plan.loop, index, plan.reduced_dims.first, 0, plan.reduced,
+                                                   [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
+                                                     for (std::int64_t k = j; k < stop; ++k) {
+                                                       const V v = expr.template get<kernels::scalar_arch, L, false>(k);
+                                                       const bool better =
+                                                           best_at < 0 || v > best || (v != v && best == best);
+                                                       if (better) {
+                                                         best = v;
+                                                         best_at = offset + (k - j);
+                                                       }
+                                                     }
+                                                   });
+                                         out.data()[p] = best_at;
+                                       }
+                                     });
   return out;
 }
 
@@ -340,16 +343,16 @@ tensor<std::int64_t> reduce_argmax(const E& e, const axes& which, bool keep) {
 
 namespace xlite {
 
-#define XLITE_REDUCTION(function, op_name)                                                     \
-  template <class E>                                                                           \
-    requires expr::tensor_like<E>                                                              \
-  auto function(E&& e, const axes& which = {}) {                                               \
-    return expr::reduce<op::op_name>(expr::to_operand(std::forward<E>(e)), which, false);      \
-  }                                                                                            \
-  template <class E>                                                                           \
-    requires expr::tensor_like<E>                                                              \
-  auto function(E&& e, const axes& which, keepdims_t) {                                        \
-    return expr::reduce<op::op_name>(expr::to_operand(std::forward<E>(e)), which, true);       \
+#define XLITE_REDUCTION(function, op_name)                                                                             \
+  template <class E>                                                                                                   \
+  requires expr::tensor_like<E>                                                                                        \
+  auto function(E &&e, const axes &which = {}) {                                                                       \
+    return expr::reduce<op::op_name>(expr::to_operand(std::forward<E>(e)), which, false);                              \
+  }                                                                                                                    \
+  template <class E>                                                                                                   \
+  requires expr::tensor_like<E>                                                                                        \
+  auto function(E &&e, const axes &which, keepdims_t) {                                                                \
+    return expr::reduce<op::op_name>(expr::to_operand(std::forward<E>(e)), which, true);                               \
   }
 XLITE_REDUCTION(sum, sum)
 XLITE_REDUCTION(mean, mean)
@@ -359,13 +362,11 @@ XLITE_REDUCTION(min, min)
 #undef XLITE_REDUCTION
 
 template <class E>
-  requires expr::tensor_like<E>
-tensor<std::int64_t> argmax(E&& e, const axes& which = {}) {
+requires expr::tensor_like<E> tensor<std::int64_t> argmax(E &&e, const axes &which = {}) {
   return expr::reduce_argmax(expr::to_operand(std::forward<E>(e)), which, false);
 }
 template <class E>
-  requires expr::tensor_like<E>
-tensor<std::int64_t> argmax(E&& e, const axes& which, keepdims_t) {
+requires expr::tensor_like<E> tensor<std::int64_t> argmax(E &&e, const axes &which, keepdims_t) {
   return expr::reduce_argmax(expr::to_operand(std::forward<E>(e)), which, true);
 }
 

@@ -20,7 +20,7 @@ namespace xlite::kernels {
 namespace detail {
 
 template <class V>
-V nan_propagating(const V& a, const V& b, const V& ordinary) {
+V nan_propagating(const V &a, const V &b, const V &ordinary) {
   if constexpr (is_batch_v<V>) {
     if constexpr (std::is_floating_point_v<typename V::value_type>) {
       return xsimd::select(xsimd::isnan(a) || xsimd::isnan(b), a + b, ordinary);
@@ -35,7 +35,7 @@ V nan_propagating(const V& a, const V& b, const V& ordinary) {
 }
 
 template <class V>
-V minimum(const V& a, const V& b) {
+V minimum(const V &a, const V &b) {
   if constexpr (is_batch_v<V>) {
     return nan_propagating(a, b, xsimd::min(a, b));
   } else {
@@ -44,7 +44,7 @@ V minimum(const V& a, const V& b) {
 }
 
 template <class V>
-V maximum(const V& a, const V& b) {
+V maximum(const V &a, const V &b) {
   if constexpr (is_batch_v<V>) {
     return nan_propagating(a, b, xsimd::max(a, b));
   } else {
@@ -61,63 +61,94 @@ struct elementwise;
 template <>
 struct elementwise<op::add> {
   template <class V>
-  V operator()(const V& a, const V& b) const { return a + b; }
+  V operator()(const V &a, const V &b) const {
+    return a + b;
+  }
 };
 template <>
 struct elementwise<op::sub> {
   template <class V>
-  V operator()(const V& a, const V& b) const { return a - b; }
+  V operator()(const V &a, const V &b) const {
+    return a - b;
+  }
 };
 template <>
 struct elementwise<op::mul> {
   template <class V>
-  V operator()(const V& a, const V& b) const { return a * b; }
+  V operator()(const V &a, const V &b) const {
+    return a * b;
+  }
 };
 template <>
 struct elementwise<op::div> {
   template <class V>
-  V operator()(const V& a, const V& b) const { return a / b; }
+  V operator()(const V &a, const V &b) const {
+    return a / b;
+  }
 };
+// Flipping the sign bit, so that -(0.0) is -0.0 (xsimd's batch negation computes 0 - x).
 template <>
 struct elementwise<op::neg> {
   template <class V>
-  V operator()(const V& a) const { return -a; }
+  V operator()(const V &a) const {
+    if constexpr (is_batch_v<V>) {
+      using T = typename V::value_type;
+      if constexpr (std::is_floating_point_v<T>)
+        return a ^ V(T(-0.0));
+      else
+        return -a;
+    } else {
+      return -a;
+    }
+  }
 };
 template <>
 struct elementwise<op::equal> {
   template <class V>
-  auto operator()(const V& a, const V& b) const { return a == b; }
+  auto operator()(const V &a, const V &b) const {
+    return a == b;
+  }
 };
 template <>
 struct elementwise<op::not_equal> {
   template <class V>
-  auto operator()(const V& a, const V& b) const { return a != b; }
+  auto operator()(const V &a, const V &b) const {
+    return a != b;
+  }
 };
 template <>
 struct elementwise<op::less> {
   template <class V>
-  auto operator()(const V& a, const V& b) const { return a < b; }
+  auto operator()(const V &a, const V &b) const {
+    return a < b;
+  }
 };
 template <>
 struct elementwise<op::less_equal> {
   template <class V>
-  auto operator()(const V& a, const V& b) const { return a <= b; }
+  auto operator()(const V &a, const V &b) const {
+    return a <= b;
+  }
 };
 template <>
 struct elementwise<op::greater> {
   template <class V>
-  auto operator()(const V& a, const V& b) const { return a > b; }
+  auto operator()(const V &a, const V &b) const {
+    return a > b;
+  }
 };
 template <>
 struct elementwise<op::greater_equal> {
   template <class V>
-  auto operator()(const V& a, const V& b) const { return a >= b; }
+  auto operator()(const V &a, const V &b) const {
+    return a >= b;
+  }
 };
 // Logical ops take masks (batch_bool) or bools.
 template <>
 struct elementwise<op::logical_and> {
   template <class M>
-  M operator()(const M& a, const M& b) const {
+  M operator()(const M &a, const M &b) const {
     if constexpr (is_batch_v<M>) {
       return a & b;
     } else {
@@ -128,7 +159,7 @@ struct elementwise<op::logical_and> {
 template <>
 struct elementwise<op::logical_or> {
   template <class M>
-  M operator()(const M& a, const M& b) const {
+  M operator()(const M &a, const M &b) const {
     if constexpr (is_batch_v<M>) {
       return a | b;
     } else {
@@ -139,7 +170,7 @@ struct elementwise<op::logical_or> {
 template <>
 struct elementwise<op::logical_not> {
   template <class M>
-  M operator()(const M& a) const {
+  M operator()(const M &a) const {
     if constexpr (is_batch_v<M>) {
       return ~a;
     } else {
@@ -150,7 +181,7 @@ struct elementwise<op::logical_not> {
 template <>
 struct elementwise<op::where> {
   template <class M, class V>
-  V operator()(const M& condition, const V& a, const V& b) const {
+  V operator()(const M &condition, const V &a, const V &b) const {
     if constexpr (is_batch_v<V>) {
       return xsimd::select(condition, a, b);
     } else {
@@ -161,7 +192,7 @@ struct elementwise<op::where> {
 template <>
 struct elementwise<op::fma> {
   template <class V>
-  V operator()(const V& a, const V& b, const V& c) const {
+  V operator()(const V &a, const V &b, const V &c) const {
     if constexpr (is_batch_v<V>) {
       return xsimd::fma(a, b, c);
     } else if constexpr (std::is_floating_point_v<V>) {
@@ -174,31 +205,37 @@ struct elementwise<op::fma> {
 template <>
 struct elementwise<op::minimum> {
   template <class V>
-  V operator()(const V& a, const V& b) const { return detail::minimum(a, b); }
+  V operator()(const V &a, const V &b) const {
+    return detail::minimum(a, b);
+  }
 };
 template <>
 struct elementwise<op::maximum> {
   template <class V>
-  V operator()(const V& a, const V& b) const { return detail::maximum(a, b); }
+  V operator()(const V &a, const V &b) const {
+    return detail::maximum(a, b);
+  }
 };
 template <>
 struct elementwise<op::clamp> {
   template <class V>
-  V operator()(const V& x, const V& lo, const V& hi) const { return detail::minimum(detail::maximum(x, lo), hi); }
+  V operator()(const V &x, const V &lo, const V &hi) const {
+    return detail::minimum(detail::maximum(x, lo), hi);
+  }
 };
 
 // Math functions: xsimd's for batches, the C library's for scalars.
-#define XLITE_MATH_FUNCTOR(name, batch_form, scalar_form)     \
-  template <>                                                 \
-  struct elementwise<op::name> {                              \
-    template <class V>                                        \
-    V operator()(const V& x) const {                          \
-      if constexpr (is_batch_v<V>) {                          \
-        return batch_form;                                    \
-      } else {                                                \
-        return scalar_form;                                   \
-      }                                                       \
-    }                                                         \
+#define XLITE_MATH_FUNCTOR(name, batch_form, scalar_form)                                                              \
+  template <>                                                                                                          \
+  struct elementwise<op::name> {                                                                                       \
+    template <class V>                                                                                                 \
+    V operator()(const V &x) const {                                                                                   \
+      if constexpr (is_batch_v<V>) {                                                                                   \
+        return batch_form;                                                                                             \
+      } else {                                                                                                         \
+        return scalar_form;                                                                                            \
+      }                                                                                                                \
+    }                                                                                                                  \
   };
 
 XLITE_MATH_FUNCTOR(abs, xsimd::abs(x), static_cast<V>(x < V(0) ? -x : x))
@@ -214,15 +251,17 @@ XLITE_MATH_FUNCTOR(gelu, V(0.5) * x * (V(1) + xsimd::erf(x * V(0.707106781186547
                    V(0.5) * x * (V(1) + std::erf(x * V(0.7071067811865476))))
 XLITE_MATH_FUNCTOR(sin, xsimd::sin(x), std::sin(x))
 XLITE_MATH_FUNCTOR(cos, xsimd::cos(x), std::cos(x))
-XLITE_MATH_FUNCTOR(floor, xsimd::floor(x), std::floor(x))
-XLITE_MATH_FUNCTOR(ceil, xsimd::ceil(x), std::ceil(x))
-XLITE_MATH_FUNCTOR(round, xsimd::nearbyint(x), std::nearbyint(x))
+// Rounding keeps the sign of zero (ceil(-0.5) is -0.0); xsimd's SSE2 emulation does not,
+// so the batch forms copy the operand's sign, which a rounded value always has.
+XLITE_MATH_FUNCTOR(floor, xsimd::copysign(xsimd::floor(x), x), std::floor(x))
+XLITE_MATH_FUNCTOR(ceil, xsimd::copysign(xsimd::ceil(x), x), std::ceil(x))
+XLITE_MATH_FUNCTOR(round, xsimd::copysign(xsimd::nearbyint(x), x), std::nearbyint(x))
 #undef XLITE_MATH_FUNCTOR
 
 template <>
 struct elementwise<op::pow> {
   template <class V>
-  V operator()(const V& base, const V& exponent) const {
+  V operator()(const V &base, const V &exponent) const {
     if constexpr (is_batch_v<V>) {
       return xsimd::pow(base, exponent);
     } else {
@@ -235,7 +274,7 @@ struct elementwise<op::pow> {
 template <class To>
 struct cast_to {
   template <class V>
-  auto operator()(const V& x) const {
+  auto operator()(const V &x) const {
     if constexpr (is_batch_v<V>) {
       return xsimd::batch_cast<To>(x);
     } else {
@@ -247,13 +286,14 @@ struct cast_to {
 namespace detail {
 
 template <op O>
-concept has_elementwise_functor = requires { sizeof(elementwise<O>); };
+concept has_elementwise_functor = requires {
+  sizeof(elementwise<O>);
+};
 
 template <std::size_t... I>
 constexpr bool every_elementwise_op_has_a_functor(std::index_sequence<I...>) {
   return ((info(static_cast<op>(I)).kind != op_kind::elementwise || static_cast<op>(I) == op::cast ||
-           has_elementwise_functor<static_cast<op>(I)>) &&
-          ...);
+           has_elementwise_functor<static_cast<op>(I)>)&&...);
 }
 
 } // namespace detail

@@ -21,17 +21,25 @@ struct reduction;
 template <>
 struct reduction<op::sum> {
   template <class T>
-  static constexpr T identity() { return T(0); }
+  static constexpr T identity() {
+    return T(0);
+  }
   template <class V>
-  static V combine(const V& a, const V& b) { return a + b; }
+  static V combine(const V &a, const V &b) {
+    return a + b;
+  }
 };
 
 template <>
 struct reduction<op::prod> {
   template <class T>
-  static constexpr T identity() { return T(1); }
+  static constexpr T identity() {
+    return T(1);
+  }
   template <class V>
-  static V combine(const V& a, const V& b) { return a * b; }
+  static V combine(const V &a, const V &b) {
+    return a * b;
+  }
 };
 
 // max and min propagate NaN, as torch.max and torch.min do.
@@ -39,10 +47,13 @@ template <>
 struct reduction<op::max> {
   template <class T>
   static constexpr T identity() {
-    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                : std::numeric_limits<T>::lowest();
   }
   template <class V>
-  static V combine(const V& a, const V& b) { return detail::maximum(a, b); }
+  static V combine(const V &a, const V &b) {
+    return detail::maximum(a, b);
+  }
 };
 
 template <>
@@ -52,7 +63,9 @@ struct reduction<op::min> {
     return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
   }
   template <class V>
-  static V combine(const V& a, const V& b) { return detail::minimum(a, b); }
+  static V combine(const V &a, const V &b) {
+    return detail::minimum(a, b);
+  }
 };
 
 template <>
@@ -60,7 +73,7 @@ struct reduction<op::mean> : reduction<op::sum> {};
 
 // A batch's lanes combined left to right: the same order on every run.
 template <op O, class T, class Arch>
-T combine_lanes(const batch_t<T, Arch>& v) {
+T combine_lanes(const batch_t<T, Arch> &v) {
   if constexpr (std::is_same_v<Arch, scalar_arch>) {
     return v;
   } else {

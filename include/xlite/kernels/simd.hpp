@@ -1,14 +1,16 @@
 #pragma once
 
 // The one header through which xsimd enters xlite. Everything else asks here which SIMD
-// instruction sets exist and how wide a batch is.
+// instruction set to use and how wide a batch is.
 //
 // xsimd (8.x) offers the instruction sets the translation unit is compiled for: a batch of
-// avx512bw exists only under -mavx512bw, as in Eigen and xtensor. Within those, xlite picks
-// at run time: `dispatch` calls its function with the widest compiled arch that
-// active_isa() allows, so XLITE_ISA and set_max_isa() select every compiled path from one
-// binary. Compile with -march=native (or -mavx512f -mavx512bw -mavx512dq -mavx512vl) to get
-// the AVX-512 path; with no flags a TU gets the baseline (SSE2 on x86-64).
+// avx512bw exists only under -mavx512bw, as in Eigen and xtensor. So each translation unit
+// has two paths: the widest SIMD arch it was compiled for, and plain scalar C++. At run
+// time `dispatch` takes the SIMD one when active_isa() allows its level (XLITE_ISA and
+// set_max_isa() cap it), else the scalar one. Compile with -march=native (or -mavx512f
+// -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma) for the AVX-512 path; with no flags an
+// x86-64 build gets SSE, which every x86-64 CPU runs. One arch per translation unit, not
+// every compiled one, keeps the compile time of an expression near xtensor's.
 
 #include <cstddef>
 #include <type_traits>
@@ -22,35 +24,28 @@ namespace xlite::kernels {
 // One lane, plain C++: the portable path on machines (or builds) without SIMD, and the
 // path for expressions the SIMD loop does not take.
 struct scalar_arch {
-  static constexpr const char* name() { return "scalar"; }
+  static constexpr const char *name() { return "scalar"; }
 };
 
-// The arch each xlite::isa level runs, where this TU compiled one.
-#if XSIMD_WITH_AVX512BW && XSIMD_WITH_AVX512DQ
-using avx512_arch = xsimd::avx512bw;
-inline constexpr bool avx512_compiled = true;
-#else
-using avx512_arch = void;
-inline constexpr bool avx512_compiled = false;
-#endif
-
-#if XSIMD_WITH_FMA3_AVX2
-using avx2_arch = xsimd::fma3<xsimd::avx2>;
-inline constexpr bool avx2_compiled = true;
-#else
-using avx2_arch = void;
-inline constexpr bool avx2_compiled = false;
-#endif
-
-// The baseline: what any CPU of the target runs without run-time detection.
-#if XSIMD_WITH_SSE4_2
-using baseline_arch = xsimd::sse4_2;
+// The widest arch this translation unit is compiled for, and the ISA level it needs.
+#if XSIMD_WITH_AVX512BW && XSIMD_WITH_AVX512DQ && XSIMD_WITH_FMA3_AVX2
+using simd_arch = xsimd::avx512bw;
+inline constexpr isa simd_arch_level = isa::avx512;
+#elif XSIMD_WITH_FMA3_AVX2
+using simd_arch = xsimd::fma3<xsimd::avx2>;
+inline constexpr isa simd_arch_level = isa::avx2;
+#elif XSIMD_WITH_SSE4_2
+using simd_arch = xsimd::sse4_2;
+inline constexpr isa simd_arch_level = isa::portable;
 #elif XSIMD_WITH_SSE2
-using baseline_arch = xsimd::sse2;
+using simd_arch = xsimd::sse2;
+inline constexpr isa simd_arch_level = isa::portable; // the x86-64 baseline
 #elif XSIMD_WITH_NEON64
-using baseline_arch = xsimd::neon64;
+using simd_arch = xsimd::neon64;
+inline constexpr isa simd_arch_level = isa::portable; // the AArch64 baseline
 #else
-using baseline_arch = scalar_arch;
+using simd_arch = scalar_arch;
+inline constexpr isa simd_arch_level = isa::portable;
 #endif
 
 // A batch of T for Arch: xsimd::batch, or T itself for scalar_arch.
@@ -96,28 +91,15 @@ template <class T>
 inline constexpr bool simd_element_v = std::is_same_v<T, float> || std::is_same_v<T, double> ||
                                        std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;
 
-// The arch for an ISA level: the widest compiled one at or below it.
-inline isa arch_level_for(isa level) {
-  if (level >= isa::avx512 && avx512_compiled) return isa::avx512;
-  if (level >= isa::avx2 && avx2_compiled) return isa::avx2;
-  return isa::portable;
-}
+// Whether the SIMD path runs under the current ISA cap.
+inline bool simd_path_active() { return !std::is_same_v<simd_arch, scalar_arch> && active_isa() >= simd_arch_level; }
 
-// Calls f(Arch{}) with the arch active_isa() selects among those compiled; f(scalar_arch{})
-// when `scalar_only`.
-template <class F>
-decltype(auto) dispatch(F&& f, bool scalar_only = false) {
-  if (!scalar_only) {
-    switch (arch_level_for(active_isa())) {
-    case isa::avx512:
-      if constexpr (avx512_compiled) return f(avx512_arch{});
-      break;
-    case isa::avx2:
-      if constexpr (avx2_compiled) return f(avx2_arch{});
-      break;
-    default: break;
-    }
-    if constexpr (!std::is_same_v<baseline_arch, scalar_arch>) return f(baseline_arch{});
+// Calls f(simd_arch{}) when the SIMD path is active, else f(scalar_arch{}); only the
+// scalar path exists for code that says it cannot run in batches (SimdCapable false).
+template <bool SimdCapable, class F>
+decltype(auto) dispatch(F &&f) {
+  if constexpr (SimdCapable && !std::is_same_v<simd_arch, scalar_arch>) {
+    if (simd_path_active()) return f(simd_arch{});
   }
   return f(scalar_arch{});
 }
