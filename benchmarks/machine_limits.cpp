@@ -1,0 +1,141 @@
+// The machine's limits, measured in the same run as the benchmarks they bound:
+//   triad/limit     STREAM triad bandwidth. Every Google Benchmark thread runs the triad over
+//                   arrays of its own and nothing synchronises the threads between
+//                   iterations: the most a parallel loop over the same data could reach,
+//                   with the stores that are fastest at that size.
+//   peak_fma/limit  peak fp32 FLOP/s: independent FMA chains in the widest vector ISA the
+//                   CPU has, the limit of every FLOP-rated case (sgemm, ...).
+// Both run on Google Benchmark's threads, so their args name the thread count as
+// "threads:<t>" like the cases that take it as an argument.
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "bench_common.hpp"
+#include "triad.hpp"
+#include "xlite/core/cpu_features.hpp"
+
+namespace {
+
+using namespace xlite::bench;
+
+benchmark::internal::Benchmark* on_each_thread_count(benchmark::internal::Benchmark* family) {
+  for (const std::int64_t threads : thread_counts) family->Threads(static_cast<int>(threads));
+  return family;
+}
+
+// The largest cache: arrays bigger than it stream from DRAM.
+std::int64_t last_level_cache_bytes() {
+  std::int64_t largest = 0;
+  for (const auto& cache : benchmark::CPUInfo::Get().caches) largest = std::max<std::int64_t>(largest, cache.size);
+  return largest;
+}
+
+// Beyond the last-level cache, a plain store first reads the line it overwrites
+// (write-allocate): 16 bytes move per element where STREAM counts 12. Streaming stores skip
+// that read, so there the limit uses them; SSE ones, which every x86-64 has, since wider
+// stores gain nothing once DRAM is the bottleneck. In cache, plain stores are faster.
+void triad_streaming(triad_operands& triad) {
+  const __m128 s = _mm_set1_ps(triad_operands::s);
+  float* a = triad.a.data();
+  const float* b = triad.b.data();
+  const float* c = triad.c.data();
+  std::int64_t i = 0;
+  for (; i + 4 <= triad.size(); i += 4) {
+    _mm_stream_ps(a + i, _mm_add_ps(_mm_load_ps(b + i), _mm_mul_ps(s, _mm_load_ps(c + i))));
+  }
+  triad.run(i, triad.size()); // the last size % 4 elements
+  _mm_sfence();               // the iteration ends when its stores have reached memory
+}
+
+void run_triad_limit(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  const bool streaming = triad_bytes(n) > last_level_cache_bytes();
+  triad_operands triad(n / state.threads()); // this thread's share
+  for (auto _ : state) {
+    if (streaming) {
+      triad_streaming(triad);
+    } else {
+      triad.run(0, triad.size());
+    }
+    benchmark::ClobberMemory();
+  }
+  report_bytes(state, triad_bytes(triad.size()));
+  state.SetLabel(streaming ? "streaming stores" : "plain stores");
+}
+
+// Independent accumulators hide the FMA latency: a core needs latency x FMA ports of them
+// in flight (4 cycles x 2 ports = 8 on current x86 cores); 12 leave a margin and, with the
+// two constants, still fit in AVX2's 16 registers.
+constexpr int fma_chains = 12;
+constexpr std::int64_t fma_rounds = 1 << 14;
+// acc = acc * multiplier + addend settles at addend / (1 - multiplier) = 0.1: no overflow,
+// no denormals to slow the loop down.
+constexpr float fma_multiplier = 0.999f;
+constexpr float fma_addend = 1e-4f;
+
+// One loop per ISA, chosen at run time. Chain j starts from j, so that the compiler cannot
+// merge chains that would otherwise compute the same values.
+
+[[gnu::target("avx512f")]] void fma_chains_avx512(std::int64_t rounds) {
+  __m512 acc[fma_chains];
+  for (int j = 0; j < fma_chains; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  const __m512 multiplier = _mm512_set1_ps(fma_multiplier);
+  const __m512 addend = _mm512_set1_ps(fma_addend);
+  for (std::int64_t r = 0; r < rounds; ++r) {
+    for (__m512& a : acc) a = _mm512_fmadd_ps(a, multiplier, addend);
+  }
+  benchmark::DoNotOptimize(acc);
+}
+
+[[gnu::target("avx2,fma")]] void fma_chains_avx2(std::int64_t rounds) {
+  __m256 acc[fma_chains];
+  for (int j = 0; j < fma_chains; ++j) acc[j] = _mm256_set1_ps(static_cast<float>(j));
+  const __m256 multiplier = _mm256_set1_ps(fma_multiplier);
+  const __m256 addend = _mm256_set1_ps(fma_addend);
+  for (std::int64_t r = 0; r < rounds; ++r) {
+    for (__m256& a : acc) a = _mm256_fmadd_ps(a, multiplier, addend);
+  }
+  benchmark::DoNotOptimize(acc);
+}
+
+// Plain C++ for CPUs without AVX2: a multiply and an add, the same 2 FLOPs.
+void fma_chains_portable(std::int64_t rounds) {
+  float acc[fma_chains];
+  for (int j = 0; j < fma_chains; ++j) acc[j] = static_cast<float>(j);
+  for (std::int64_t r = 0; r < rounds; ++r) {
+    for (float& a : acc) a = a * fma_multiplier + fma_addend;
+  }
+  benchmark::DoNotOptimize(acc);
+}
+
+struct fma_loop {
+  const char* isa;
+  std::int64_t lanes;
+  void (*run)(std::int64_t rounds);
+
+  std::int64_t flops(std::int64_t rounds) const { return 2 * fma_chains * lanes * rounds; }
+};
+
+fma_loop widest_fma_loop() {
+  const xlite::cpu_features& cpu = xlite::detected_cpu_features();
+  if (cpu.avx512f) return {"avx512", 16, fma_chains_avx512};
+  if (cpu.avx2 && cpu.fma) return {"avx2", 8, fma_chains_avx2};
+  return {"portable", 1, fma_chains_portable};
+}
+
+void run_peak_fma(benchmark::State& state) {
+  const fma_loop loop = widest_fma_loop();
+  for (auto _ : state) loop.run(fma_rounds);
+  report_flops(state, loop.flops(fma_rounds));
+  state.SetLabel(loop.isa);
+}
+
+} // namespace
+
+void xlite::bench::register_machine_limits() {
+  on_each_thread_count(register_case("triad", "limit", run_triad_limit)->ArgName("n")->ArgsProduct({triad_sizes}));
+  on_each_thread_count(register_case("peak_fma", "limit", run_peak_fma));
+}

@@ -1,0 +1,49 @@
+// The benchmark program: registers the benchmarks of xlite, the machine's limits and the
+// peers CMake found (it defines XLITE_BENCH_HAVE_<PEER> for each), and runs them with two
+// context entries in the output for scripts/bench_table.py: the ISA xlite's kernels run,
+// and the peers this build compares with.
+
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+#include "bench_common.hpp"
+#include "xlite/core/cpu_features.hpp"
+
+namespace {
+
+// Registers the peers' benchmarks and returns their names, e.g. "eigen openblas".
+std::string register_peers() {
+  std::string peers;
+#ifdef XLITE_BENCH_HAVE_EIGEN
+  xlite::bench::register_eigen();
+  peers += " eigen";
+#endif
+#ifdef XLITE_BENCH_HAVE_OPENBLAS
+  xlite::bench::register_openblas();
+  peers += " openblas";
+#endif
+#ifdef XLITE_BENCH_HAVE_ONEDNN
+  xlite::bench::register_onednn();
+  peers += " onednn";
+#endif
+#ifdef XLITE_BENCH_HAVE_TORCH
+  xlite::bench::register_torch();
+  peers += " torch";
+#endif
+  return peers.empty() ? "none" : peers.substr(1);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  xlite::bench::register_machine_limits();
+  xlite::bench::register_xlite_thread_pool();
+  benchmark::AddCustomContext("peers", register_peers());
+  benchmark::AddCustomContext("xlite_isa", std::string(xlite::name(xlite::active_isa())));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
