@@ -42,7 +42,7 @@ constexpr std::string_view name(isa level) {
   return names[static_cast<std::size_t>(level)];
 }
 
-inline std::ostream &operator<<(std::ostream &out, isa level) { return out << name(level); }
+inline std::ostream& operator<<(std::ostream& out, isa level) { return out << name(level); }
 
 // "portable", "avx2", "avx512" or "amx"; anything else is a value_error naming the choices.
 inline isa parse_isa(std::string_view text) {
@@ -140,7 +140,7 @@ inline isa max_isa_from_environment() {
   if (!text) return isa::amx;
   try {
     return parse_isa(*text);
-  } catch (const value_error &) {
+  } catch (const value_error&) {
     throw config_error(detail::message("XLITE_ISA='", *text, "' is not an ISA (choose portable, avx2, avx512 or amx)"));
   }
 }
@@ -148,7 +148,7 @@ inline isa max_isa_from_environment() {
 } // namespace detail
 
 // Detected once per process; on Linux this also requests the AMX tile permission.
-inline const cpu_features &detected_cpu_features() {
+inline const cpu_features& detected_cpu_features() {
   static const cpu_features features = detail::query_cpu_features();
   return features;
 }
@@ -175,8 +175,8 @@ class scoped_max_isa {
 public:
   explicit scoped_max_isa(isa cap) : previous_(max_isa()) { set_max_isa(cap); }
   ~scoped_max_isa() { set_max_isa(previous_); }
-  scoped_max_isa(const scoped_max_isa &) = delete;
-  scoped_max_isa &operator=(const scoped_max_isa &) = delete;
+  scoped_max_isa(const scoped_max_isa&) = delete;
+  scoped_max_isa& operator=(const scoped_max_isa&) = delete;
 
 private:
   isa previous_;

@@ -50,7 +50,7 @@ inline constexpr std::array<dtype_info, all_dtypes.size()> dtype_table{{
     {"float64", 8, dtype_category::floating_point, true},
 }};
 
-constexpr const dtype_info &info(dtype t) { return dtype_table[static_cast<std::size_t>(t)]; }
+constexpr const dtype_info& info(dtype t) { return dtype_table[static_cast<std::size_t>(t)]; }
 
 } // namespace detail
 
@@ -61,7 +61,7 @@ constexpr bool is_floating_point(dtype t) { return category(t) == dtype_category
 constexpr bool is_integral(dtype t) { return category(t) == dtype_category::integral; }
 constexpr bool is_signed(dtype t) { return detail::info(t).is_signed; }
 
-inline std::ostream &operator<<(std::ostream &out, dtype t) { return out << name(t); }
+inline std::ostream& operator<<(std::ostream& out, dtype t) { return out << name(t); }
 
 // The dtype of a result computed from tensors of dtypes a and b (torch.promote_types).
 constexpr dtype promote_types(dtype a, dtype b) {

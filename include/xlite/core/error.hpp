@@ -49,7 +49,7 @@ namespace detail {
 
 // Concatenates anything printable into an exception message.
 template <class... Parts>
-std::string message(Parts &&...parts) {
+std::string message(Parts&&... parts) {
   std::ostringstream out;
   ((out << std::forward<Parts>(parts)), ...);
   return std::move(out).str();

@@ -98,15 +98,15 @@ inline constexpr std::array op_table{
 
 inline constexpr std::size_t op_count = op_table.size();
 
-constexpr const op_info &info(op o) { return op_table[static_cast<std::size_t>(o)]; }
+constexpr const op_info& info(op o) { return op_table[static_cast<std::size_t>(o)]; }
 constexpr std::string_view name(op o) { return info(o).name; }
 
-inline std::ostream &operator<<(std::ostream &out, op o) { return out << name(o); }
+inline std::ostream& operator<<(std::ostream& out, op o) { return out << name(o); }
 
 // The result dtype of `o` applied to operands of the given dtypes; `explicit_type` ops
 // (cast) take their result from the caller and are a dtype_error here.
 constexpr dtype result_dtype(op o, std::span<const dtype> operands) {
-  const op_info &i = info(o);
+  const op_info& i = info(o);
   if (operands.size() != i.arity) {
     throw dtype_error(detail::message(i.name, ": takes ", i.arity, " operands, got ", operands.size()));
   }

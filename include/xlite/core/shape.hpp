@@ -36,7 +36,7 @@ public:
   // From any range of integers: std::vector<std::size_t>, an xtensor shape, a span...
   template <std::ranges::input_range Dims>
   requires std::integral<std::ranges::range_value_t<Dims>>
-  explicit shape(const Dims &dims) {
+  explicit shape(const Dims& dims) {
     for (const auto dim : dims) {
       if (rank_ == max_rank) {
         throw shape_error(
@@ -66,7 +66,7 @@ public:
     return n;
   }
 
-  friend constexpr bool operator==(const shape &a, const shape &b) noexcept {
+  friend constexpr bool operator==(const shape& a, const shape& b) noexcept {
     return std::ranges::equal(a.dims(), b.dims());
   }
 
@@ -80,7 +80,7 @@ public:
     return text + (rank_ == 1 ? ",)" : ")");
   }
 
-  friend std::ostream &operator<<(std::ostream &out, const shape &s) { return out << s.to_string(); }
+  friend std::ostream& operator<<(std::ostream& out, const shape& s) { return out << s.to_string(); }
 
 private:
   void check_numel_fits() const {
@@ -99,7 +99,7 @@ private:
 
 // NumPy broadcasting: shapes are aligned at their last dimension, and each pair of
 // dimensions must be equal or contain a 1. `op` names the operation in the error message.
-inline shape broadcast_shapes(const shape &a, const shape &b, std::string_view op) {
+inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view op) {
   const std::size_t rank = std::max(a.rank(), b.rank());
   std::array<std::int64_t, max_rank> dims{};
   for (std::size_t i = 0; i < rank; ++i) { // i counts from the last dimension

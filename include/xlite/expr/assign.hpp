@@ -21,7 +21,7 @@ struct assignment_types_must_match {
 
 // Writes e into `out`, which has room for e.shape and overlaps no operand of e.
 template <class T, expression E>
-void evaluate_expression(T *out, const E &e) {
+void evaluate_expression(T* out, const E& e) {
   static_cast<void>(sizeof(checks::assignment_types_must_match<T, typename E::value_type>));
   evaluate_into(e, out);
 }
@@ -29,7 +29,7 @@ void evaluate_expression(T *out, const E &e) {
 // dst = e: in place when dst already has e's shape and is at most one of e's operands
 // (a = a * 2 + b), else through a new buffer that then replaces dst's.
 template <class T, expression E>
-void assign_expression(tensor<T> &dst, const E &e) {
+void assign_expression(tensor<T>& dst, const E& e) {
   if (dst.shape() == e.shape && !overlaps_operand(e, dst.data(), dst.size())) {
     evaluate_expression(dst.data(), e);
   } else {
@@ -43,7 +43,7 @@ namespace xlite {
 
 // The value of an expression, as a new tensor.
 template <expr::expression E>
-tensor<typename std::remove_cvref_t<E>::value_type> eval(const E &e) {
+tensor<typename std::remove_cvref_t<E>::value_type> eval(const E& e) {
   return tensor<typename std::remove_cvref_t<E>::value_type>(e);
 }
 

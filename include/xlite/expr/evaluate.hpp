@@ -64,11 +64,11 @@ inline constexpr bool simd_evaluable_v = decltype(hana::all_of(post_order(hana::
 // ---- memory leaves, in tree order -------------------------------------------------------------
 
 template <class E, class F>
-void for_each_memory_leaf(const E &e, F &&f) {
+void for_each_memory_leaf(const E& e, F&& f) {
   if constexpr (is_memory_leaf_v<E>) {
     f(e.data, e.shape, sizeof(typename E::value_type));
   } else if constexpr (requires { e.operands; }) {
-    std::apply([&](const auto &...operand) { (for_each_memory_leaf(operand, f), ...); }, e.operands);
+    std::apply([&](const auto&... operand) { (for_each_memory_leaf(operand, f), ...); }, e.operands);
   } else if constexpr (requires { e.operand; }) {
     for_each_memory_leaf(e.operand, f);
   }
@@ -102,7 +102,7 @@ struct loop_plan {
 };
 
 // The strides with which a leaf of shape `leaf` is read when broadcast to `target`.
-inline strides_t broadcast_strides(const xlite::shape &target, const xlite::shape &leaf) {
+inline strides_t broadcast_strides(const xlite::shape& target, const xlite::shape& leaf) {
   strides_t strides{};
   std::int64_t stride = 1;
   for (std::size_t i = 0; i < target.rank(); ++i) { // i counts from the last dimension
@@ -118,7 +118,7 @@ inline strides_t broadcast_strides(const xlite::shape &target, const xlite::shap
 // leaf steps through the pair as through one dimension, within a group only. `group` gives
 // each dimension's group, non-decreasing; a group left with no dimension (all length 1) is
 // given one of length 1, so that every group has a place in the plan.
-inline loop_plan make_plan(std::span<const std::int64_t> dims, const std::vector<strides_t> &strides,
+inline loop_plan make_plan(std::span<const std::int64_t> dims, const std::vector<strides_t>& strides,
                            std::span<const std::uint8_t> group) {
   loop_plan plan;
   plan.leaf_strides.resize(strides.size());
@@ -142,60 +142,77 @@ inline loop_plan make_plan(std::span<const std::int64_t> dims, const std::vector
   for (std::size_t d = 1; d < kept; ++d) {
     const bool merges = plan.group[d] == plan.group[write] &&
                         std::all_of(plan.leaf_strides.begin(), plan.leaf_strides.end(),
-                                    [&](const strides_t &st) { return st[write] == st[d] * plan.dims[d]; });
+                                    [&](const strides_t& st) { return st[write] == st[d] * plan.dims[d]; });
     if (!merges) ++write;
     plan.group[write] = plan.group[d];
     plan.dims[write] = merges ? plan.dims[write] * plan.dims[d] : plan.dims[d];
-    for (auto &st : plan.leaf_strides) st[write] = st[d];
+    for (auto& st : plan.leaf_strides) st[write] = st[d];
   }
   plan.rank = write + 1;
   plan.contiguous = plan.rank == 1 && std::all_of(plan.leaf_strides.begin(), plan.leaf_strides.end(),
-                                                  [](const strides_t &st) { return st[0] == 1; });
+                                                  [](const strides_t& st) { return st[0] == 1; });
   return plan;
 }
 
 template <class E>
-std::vector<xlite::shape> memory_leaf_shapes(const E &e) {
+std::vector<xlite::shape> memory_leaf_shapes(const E& e) {
   std::vector<xlite::shape> shapes;
-  for_each_memory_leaf(e, [&](const void *, const xlite::shape &s, std::size_t) { shapes.push_back(s); });
+  for_each_memory_leaf(e, [&](const void*, const xlite::shape& s, std::size_t) { shapes.push_back(s); });
   return shapes;
 }
 
 // The loop for writing e element by element into a tensor of e's shape.
 template <class E>
-loop_plan plan_elementwise(const E &e) {
+loop_plan plan_elementwise(const E& e) {
   std::vector<strides_t> strides;
-  for (const xlite::shape &leaf : memory_leaf_shapes(e)) strides.push_back(broadcast_strides(e.shape, leaf));
+  for (const xlite::shape& leaf : memory_leaf_shapes(e)) strides.push_back(broadcast_strides(e.shape, leaf));
   const std::array<std::uint8_t, max_rank> one_group{};
   return make_plan(e.shape.dims(), strides, std::span(one_group.data(), e.shape.rank()));
 }
 
 // ---- bound expressions ---------------------------------------------------------------------
 
+// Whether two xsimd types hold the same register type. (Comparing vector types as template
+// arguments makes GCC warn that their alignment attributes are ignored, which is harmless
+// for a type identity test.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+template <class A, class B>
+inline constexpr bool same_register_v = std::is_same_v<typename A::register_type, typename B::register_type>;
+#pragma GCC diagnostic pop
+
+// The same lanes' truth values as a mask of another element type of the same width. With
+// AVX-512 and NEON the two mask types share a register type; with SSE and AVX a mask is a
+// vector of all-ones or all-zeros lanes, whose bits are the same whatever the lane type.
 template <class To, class From, class A>
-xsimd::batch_bool<To, A> convert_mask(const xsimd::batch_bool<From, A> &m) {
+xsimd::batch_bool<To, A> convert_mask(const xsimd::batch_bool<From, A>& m) {
+  using target = xsimd::batch_bool<To, A>;
   if constexpr (std::is_same_v<To, From>) {
     return m;
+  } else if constexpr (same_register_v<target, xsimd::batch_bool<From, A>>) {
+    return target(m.data);
   } else {
-    return xsimd::bitwise_cast<xsimd::batch<To, A>>(xsimd::bitwise_cast(m)) != xsimd::batch<To, A>(To(0));
+    return target(xsimd::bitwise_cast<xsimd::batch<To, A>>(xsimd::bitwise_cast(m)).data);
   }
 }
 
 // ---- common subexpressions ------------------------------------------------------------------
 
-// A subexpression's identity: its leaves' addresses and scalar values, in tree order. Two
+// A subexpression's identity: its leaves' addresses, shapes and scalar values, in tree order. Two
 // occurrences of one node type with the same identity compute the same values.
 template <class E>
-void append_identity(const E &e, std::vector<std::uint64_t> &key) {
+void append_identity(const E& e, std::vector<std::uint64_t>& key) {
   if constexpr (is_memory_leaf_v<E>) {
     key.push_back(reinterpret_cast<std::uintptr_t>(e.data));
+    key.push_back(e.shape.rank()); // one buffer seen as (3,) and as (2, 3) is two leaves
+    for (const std::int64_t dim : e.shape) key.push_back(static_cast<std::uint64_t>(dim));
   } else if constexpr (is_scalar_leaf_v<E>) {
     std::uint64_t bits = 0;
     const auto value = e.value;
     std::memcpy(&bits, &value, sizeof(value));
     key.push_back(bits);
   } else if constexpr (requires { e.operands; }) {
-    std::apply([&](const auto &...o) { (append_identity(o, key), ...); }, e.operands);
+    std::apply([&](const auto&... o) { (append_identity(o, key), ...); }, e.operands);
   } else {
     append_identity(e.operand, key);
   }
@@ -203,13 +220,13 @@ void append_identity(const E &e, std::vector<std::uint64_t> &key) {
 
 // The identities of every occurrence of node type S in e.
 template <class S, class E>
-void collect_occurrences(const E &e, std::vector<std::vector<std::uint64_t>> &found) {
+void collect_occurrences(const E& e, std::vector<std::vector<std::uint64_t>>& found) {
   if constexpr (std::is_same_v<S, E>) {
     found.emplace_back();
     append_identity(e, found.back());
   }
   if constexpr (requires { e.operands; }) {
-    std::apply([&](const auto &...o) { (collect_occurrences<S>(o, found), ...); }, e.operands);
+    std::apply([&](const auto&... o) { (collect_occurrences<S>(o, found), ...); }, e.operands);
   } else if constexpr (requires { e.operand; }) {
     collect_occurrences<S>(e.operand, found);
   }
@@ -223,14 +240,14 @@ inline constexpr std::size_t repeated_count_v = decltype(hana::length(repeated_t
 // For each node type that occurs more than once in e, whether all its occurrences are the
 // same computation, so that the evaluator computes it once per element and reuses it.
 template <class E>
-std::array<bool, repeated_count_v<E>> find_shared(const E &e) {
+std::array<bool, repeated_count_v<E>> find_shared(const E& e) {
   std::array<bool, repeated_count_v<E>> shared{};
   std::size_t k = 0;
   hana::for_each(repeated_t<E>{}, [&](auto type) {
     std::vector<std::vector<std::uint64_t>> occurrences;
     collect_occurrences<typename decltype(type)::type>(e, occurrences);
     shared[k++] =
-        std::all_of(occurrences.begin(), occurrences.end(), [&](const auto &o) { return o == occurrences[0]; });
+        std::all_of(occurrences.begin(), occurrences.end(), [&](const auto& o) { return o == occurrences[0]; });
   });
   return shared;
 }
@@ -238,7 +255,7 @@ std::array<bool, repeated_count_v<E>> find_shared(const E &e) {
 // How many subexpressions of e the evaluator computes once and reuses (for tests and for
 // users checking that a repeated term is shared).
 template <expression E>
-std::size_t shared_subexpression_count(const E &e) {
+std::size_t shared_subexpression_count(const E& e) {
   const auto shared = find_shared(e);
   return static_cast<std::size_t>(std::count(shared.begin(), shared.end(), true));
 }
@@ -251,7 +268,7 @@ using value_t = std::conditional_t<std::is_same_v<T, bool>, kernels::mask_t<L, A
 // element or batch, so a value is computed at its first use and read at the others.
 template <class Arch, class L, class Repeated, std::size_t N>
 struct sharing_context {
-  const std::array<bool, N> &shared;
+  const std::array<bool, N>& shared;
   std::array<bool, N> ready{};
   decltype(hana::unpack(Repeated{}, [](auto... t) {
     return std::tuple<value_t<typename decltype(t)::type::value_type, L, Arch>...>{};
@@ -276,19 +293,19 @@ struct bound;
 
 template <class T>
 struct bound_memory {
-  const T *base;
+  const T* base;
   strides_t strides;
   bool inner_contiguous;
-  const T *row;
+  const T* row;
 
-  void start_row(const std::int64_t *outer_index, std::size_t outer_rank) {
+  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
     row = base;
     for (std::size_t d = 0; d < outer_rank; ++d) row += outer_index[d] * strides[d];
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
-  auto eval(std::int64_t j, Context &) const {
-    const T *at = Contiguous || inner_contiguous ? row + j : row;
+  auto eval(std::int64_t j, Context&) const {
+    const T* at = Contiguous || inner_contiguous ? row + j : row;
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
       return *at;
     } else if constexpr (std::is_same_v<T, bool>) {
@@ -309,16 +326,16 @@ struct bound<tensor_owner<T>> : bound_memory<T> {};
 template <class T>
 struct bound<scalar<T>> {
   T value;
-  void start_row(const std::int64_t *, std::size_t) {}
+  void start_row(const std::int64_t*, std::size_t) {}
   template <class Arch, class L, bool Contiguous, class Context>
-  auto eval(std::int64_t, Context &) const {
+  auto eval(std::int64_t, Context&) const {
     return value_t<T, L, Arch>(value);
   }
 };
 
 // What every inner node does: compute once per position if shared, else compute.
 template <class Self, class Arch, class L, bool Contiguous, class Context>
-auto eval_node(const Self &self, std::int64_t j, Context &context) {
+auto eval_node(const Self& self, std::int64_t j, Context& context) {
   using S = typename Self::expression_type;
   using V = value_t<typename S::value_type, L, Arch>;
   constexpr std::size_t k = Context::template index_of<S>();
@@ -339,19 +356,19 @@ struct bound<node<O, T, Operands...>> {
   using expression_type = node<O, T, Operands...>;
   std::tuple<bound<Operands>...> operands;
 
-  void start_row(const std::int64_t *outer_index, std::size_t outer_rank) {
-    std::apply([&](auto &...o) { (o.start_row(outer_index, outer_rank), ...); }, operands);
+  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
+    std::apply([&](auto&... o) { (o.start_row(outer_index, outer_rank), ...); }, operands);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
-  auto eval(std::int64_t j, Context &context) const {
+  auto eval(std::int64_t j, Context& context) const {
     return eval_node<bound, Arch, L, Contiguous>(*this, j, context);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
-  auto compute(std::int64_t j, Context &context) const {
+  auto compute(std::int64_t j, Context& context) const {
     return std::apply(
-        [&](const auto &...o) {
+        [&](const auto&... o) {
           if constexpr (O == op::where) {
             return where_of<Arch, L, Contiguous>(j, context, o...);
           } else {
@@ -368,7 +385,7 @@ struct bound<node<O, T, Operands...>> {
 
 private:
   template <class Arch, class L, bool Contiguous, class Context, class C, class A, class B>
-  static auto where_of(std::int64_t j, Context &context, const C &condition, const A &a, const B &b) {
+  static auto where_of(std::int64_t j, Context& context, const C& condition, const A& a, const B& b) {
     const auto mask = condition.template eval<Arch, L, Contiguous>(j, context);
     const auto if_true = a.template eval<Arch, L, Contiguous>(j, context);
     const auto if_false = b.template eval<Arch, L, Contiguous>(j, context);
@@ -388,17 +405,17 @@ struct bound<cast_node<To, Operand>> {
   using From = typename Operand::value_type;
   bound<Operand> operand;
 
-  void start_row(const std::int64_t *outer_index, std::size_t outer_rank) {
+  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
     operand.start_row(outer_index, outer_rank);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
-  auto eval(std::int64_t j, Context &context) const {
+  auto eval(std::int64_t j, Context& context) const {
     return eval_node<bound, Arch, L, Contiguous>(*this, j, context);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
-  auto compute(std::int64_t j, Context &context) const {
+  auto compute(std::int64_t j, Context& context) const {
     const auto x = operand.template eval<Arch, L, Contiguous>(j, context);
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
       return static_cast<To>(x);
@@ -419,7 +436,7 @@ struct bound_root {
   bound<E> tree;
   std::array<bool, repeated_count_v<E>> shared;
 
-  void start_row(const std::int64_t *outer_index, std::size_t outer_rank) { tree.start_row(outer_index, outer_rank); }
+  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) { tree.start_row(outer_index, outer_rank); }
 
   template <class Arch, class L, bool Contiguous>
   auto get(std::int64_t j) const {
@@ -429,14 +446,14 @@ struct bound_root {
 };
 
 template <class E>
-bound<E> bind_tree(const E &e, const loop_plan &plan, std::size_t &leaf) {
+bound<E> bind_tree(const E& e, const loop_plan& plan, std::size_t& leaf) {
   if constexpr (is_memory_leaf_v<E>) {
-    const strides_t &st = plan.leaf_strides[leaf++];
+    const strides_t& st = plan.leaf_strides[leaf++];
     return bound<E>{{e.data, st, st[plan.rank - 1] != 0, e.data}};
   } else if constexpr (is_scalar_leaf_v<E>) {
     return bound<E>{static_cast<typename E::value_type>(e.value)};
   } else if constexpr (requires { e.operands; }) {
-    return std::apply([&](const auto &...o) { return bound<E>{{bind_tree(o, plan, leaf)...}}; }, e.operands);
+    return std::apply([&](const auto&... o) { return bound<E>{{bind_tree(o, plan, leaf)...}}; }, e.operands);
   } else {
     return bound<E>{bind_tree(e.operand, plan, leaf)};
   }
@@ -444,7 +461,7 @@ bound<E> bind_tree(const E &e, const loop_plan &plan, std::size_t &leaf) {
 
 // Binds e to a loop plan: each memory leaf takes its strides, in tree order.
 template <class E>
-bound_root<E> bind(const E &e, const loop_plan &plan) {
+bound_root<E> bind(const E& e, const loop_plan& plan) {
   std::size_t leaf = 0;
   return bound_root<E>{bind_tree(e, plan, leaf), find_shared(e)};
 }
@@ -457,10 +474,22 @@ inline constexpr std::int64_t parallel_threshold = 1 << 15;
 inline constexpr std::int64_t parallel_grain = 1 << 14;
 
 template <class Arch, class L, bool Contiguous, class B, class T>
-void run_row(const B &expr, T *out, std::int64_t begin, std::int64_t end) {
+void run_row(const B& expr, T* out, std::int64_t begin, std::int64_t end, bool streaming) {
   constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
   std::int64_t j = begin;
   if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+    if constexpr (Contiguous && !std::is_same_v<T, bool>) {
+      if (streaming) {
+        // Scalar up to the first aligned batch, then streaming stores.
+        constexpr std::size_t alignment = sizeof(T) * static_cast<std::size_t>(width);
+        for (; j < end && reinterpret_cast<std::uintptr_t>(out + j) % alignment != 0; ++j) {
+          out[j] = expr.template get<kernels::scalar_arch, L, Contiguous>(j);
+        }
+        for (; j + width <= end; j += width)
+          kernels::store_streaming(out + j, expr.template get<Arch, L, Contiguous>(j));
+        kernels::streaming_fence();
+      }
+    }
     for (; j + width <= end; j += width) {
       const auto v = expr.template get<Arch, L, Contiguous>(j);
       v.store_unaligned(out + j);
@@ -474,8 +503,8 @@ void run_row(const B &expr, T *out, std::int64_t begin, std::int64_t end) {
 // the expression at the row and calls run(j_begin, j_end, offset), where offset is the
 // run's first position relative to `begin`.
 template <class B, class F>
-void walk_rows(B &expr, const loop_plan &plan, std::array<std::int64_t, max_rank> &index, std::size_t first,
-               std::int64_t begin, std::int64_t end, F &&run) {
+void walk_rows(B& expr, const loop_plan& plan, std::array<std::int64_t, max_rank>& index, std::size_t first,
+               std::int64_t begin, std::int64_t end, F&& run) {
   const std::size_t inner_dim = plan.rank - 1;
   const std::int64_t inner = plan.dims[inner_dim];
   std::int64_t rest = begin / inner;
@@ -500,22 +529,22 @@ void walk_rows(B &expr, const loop_plan &plan, std::array<std::int64_t, max_rank
 
 // Evaluates the flat output range [begin, end) of the plan's loop nest.
 template <class Arch, class L, class B, class T>
-void run_range(B expr, const loop_plan &plan, T *out, std::int64_t begin, std::int64_t end) {
+void run_range(B expr, const loop_plan& plan, T* out, std::int64_t begin, std::int64_t end, bool streaming) {
   if (plan.contiguous) {
     expr.start_row(nullptr, 0);
-    run_row<Arch, L, true>(expr, out, begin, end);
+    run_row<Arch, L, true>(expr, out, begin, end, streaming);
     return;
   }
   std::array<std::int64_t, max_rank> index{};
   walk_rows(expr, plan, index, 0, begin, end, [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
-    run_row<Arch, L, false>(expr, out + (begin + offset - j), j, stop);
+    run_row<Arch, L, false>(expr, out + (begin + offset - j), j, stop, false);
   });
 }
 
 // Writes the elements of `e` (of shape e.shape) to `out`, which must not overlap any
 // operand except by being exactly it.
 template <class E, class T>
-void evaluate_into(const E &e, T *out) {
+void evaluate_into(const E& e, T* out) {
   const std::int64_t count = e.shape.numel();
   if (count == 0) return;
   const loop_plan plan = plan_elementwise(e);
@@ -523,12 +552,13 @@ void evaluate_into(const E &e, T *out) {
   using L = lane_type_t<E>;
   kernels::dispatch<simd_evaluable_v<E>>([&](auto arch) {
     using Arch = decltype(arch);
-    thread_pool &pool = current_thread_pool();
+    thread_pool& pool = current_thread_pool();
+    const bool streaming = kernels::streaming_pays(static_cast<std::size_t>(count) * sizeof(T));
     if (count < parallel_threshold || pool.num_threads() == 1) {
-      run_range<Arch, L>(bound_expr, plan, out, 0, count);
+      run_range<Arch, L>(bound_expr, plan, out, 0, count, streaming);
     } else {
       pool.parallel_for(count, parallel_grain, [&](std::int64_t begin, std::int64_t end) {
-        run_range<Arch, L>(bound_expr, plan, out, begin, end);
+        run_range<Arch, L>(bound_expr, plan, out, begin, end, streaming);
       });
     }
   });
@@ -537,13 +567,13 @@ void evaluate_into(const E &e, T *out) {
 // Whether writing to [out, out + count) could change an operand before it is read: it
 // overlaps a leaf that is not exactly the output itself.
 template <class E, class T>
-bool overlaps_operand(const E &e, const T *out, std::int64_t count) {
+bool overlaps_operand(const E& e, const T* out, std::int64_t count) {
   bool overlap = false;
-  const auto *out_begin = reinterpret_cast<const unsigned char *>(out);
-  const auto *out_end = reinterpret_cast<const unsigned char *>(out + count);
-  for_each_memory_leaf(e, [&](const void *data, const xlite::shape &s, std::size_t element_size) {
-    const auto *begin = static_cast<const unsigned char *>(data);
-    const auto *end = begin + s.numel() * static_cast<std::int64_t>(element_size);
+  const auto* out_begin = reinterpret_cast<const unsigned char*>(out);
+  const auto* out_end = reinterpret_cast<const unsigned char*>(out + count);
+  for_each_memory_leaf(e, [&](const void* data, const xlite::shape& s, std::size_t element_size) {
+    const auto* begin = static_cast<const unsigned char*>(data);
+    const auto* end = begin + s.numel() * static_cast<std::int64_t>(element_size);
     const bool disjoint = end <= out_begin || out_end <= begin;
     const bool same = data == out && s == e.shape;
     if (!disjoint && !same) overlap = true;

@@ -35,15 +35,15 @@ template <class... A>
 concept builds_expression = (operand<A> && ...) && (tensor_like<A> || ...);
 
 template <class T>
-tensor_ref<T> to_operand(const tensor<T> &t) {
+tensor_ref<T> to_operand(const tensor<T>& t) {
   return {t.data(), t.shape()};
 }
 template <class T>
-tensor_owner<T> to_operand(tensor<T> &&t) {
+tensor_owner<T> to_operand(tensor<T>&& t) {
   return tensor_owner<T>(std::move(t));
 }
 template <expression E>
-std::remove_cvref_t<E> to_operand(E &&e) {
+std::remove_cvref_t<E> to_operand(E&& e) {
   return std::forward<E>(e);
 }
 template <class S>
@@ -75,7 +75,7 @@ constexpr bool is_constant_equal(double v) {
 }
 
 template <class E>
-auto scalar_value(const E &e) {
+auto scalar_value(const E& e) {
   if constexpr (is_constant_v<E>) {
     return E::value;
   } else {
@@ -84,7 +84,7 @@ auto scalar_value(const E &e) {
 }
 
 template <class... E>
-xlite::shape broadcast_all(op o, const E &...operands) {
+xlite::shape broadcast_all(op o, const E&... operands) {
   xlite::shape result;
   ((result = broadcast_shapes(result, operands.shape, name(o))), ...);
   return result;
@@ -133,7 +133,7 @@ auto make_where(C condition, A a, B b) {
 // x * 1, x / 1, x - 0 (and x + 0 for integers) are x. x + 0 is not x for floating point:
 // -0.0 + 0 is +0.0. No rule drops an operand that could be NaN or Inf (x * 0 stays).
 template <op O, class A, class B>
-auto binary(A &&a, B &&b) {
+auto binary(A&& a, B&& b) {
   auto x = to_operand(std::forward<A>(a));
   auto y = to_operand(std::forward<B>(b));
   using X = decltype(x);
@@ -160,7 +160,7 @@ auto binary(A &&a, B &&b) {
 }
 
 template <op O, class A>
-auto unary(A &&a) {
+auto unary(A&& a) {
   auto x = to_operand(std::forward<A>(a));
   using X = decltype(x);
   if constexpr (O == op::neg && is_node_v<X>) {
@@ -175,7 +175,7 @@ auto unary(A &&a) {
 }
 
 template <op O, class... A>
-auto nary(A &&...a) {
+auto nary(A&&... a) {
   return make_node<O>(to_operand(std::forward<A>(a))...);
 }
 
@@ -194,7 +194,7 @@ requires std::is_arithmetic_v<T> expr::scalar<T> scalar(T value) { return {value
 #define XLITE_BINARY_OPERATOR(symbol, op_name)                                                                         \
   template <class A, class B>                                                                                          \
   requires expr::builds_expression<A, B>                                                                               \
-  auto operator symbol(A &&a, B &&b) { return expr::binary<op::op_name>(std::forward<A>(a), std::forward<B>(b)); }
+  auto operator symbol(A&& a, B&& b) { return expr::binary<op::op_name>(std::forward<A>(a), std::forward<B>(b)); }
 XLITE_BINARY_OPERATOR(+, add)
 XLITE_BINARY_OPERATOR(-, sub)
 XLITE_BINARY_OPERATOR(*, mul)
@@ -209,16 +209,16 @@ XLITE_BINARY_OPERATOR(||, logical_or)
 
 template <class A>
 requires expr::builds_expression<A>
-auto operator-(A &&a) { return expr::unary<op::neg>(std::forward<A>(a)); }
+auto operator-(A&& a) { return expr::unary<op::neg>(std::forward<A>(a)); }
 template <class A>
 requires expr::builds_expression<A>
-auto operator!(A &&a) { return expr::unary<op::logical_not>(std::forward<A>(a)); }
+auto operator!(A&& a) { return expr::unary<op::logical_not>(std::forward<A>(a)); }
 
 // Named functions, one per op. == and != compare whole tensors (as in xtensor); their
 // element-wise forms are equal() and not_equal().
 #define XLITE_NAMED_FUNCTION(function, op_name, ...)                                                                   \
   template <class... A>                                                                                                \
-  requires(sizeof...(A) == info(op::op_name).arity) && expr::builds_expression<A...> auto function(A &&...a) {         \
+  requires(sizeof...(A) == info(op::op_name).arity) && expr::builds_expression<A...> auto function(A&&... a) {         \
     if constexpr (sizeof...(A) == 1) {                                                                                 \
       return expr::unary<op::op_name>(std::forward<A>(a)...);                                                          \
     } else if constexpr (sizeof...(A) == 2) {                                                                          \
@@ -267,7 +267,7 @@ XLITE_NAMED_FUNCTION(round, round)
 // cast<To>(x): element-wise conversion, as static_cast. A cast to x's own type is x.
 template <class To, class A>
 requires expr::builds_expression<A>
-auto cast(A &&a) {
+auto cast(A&& a) {
   static_cast<void>(sizeof(expr::checks::supported_element<To>));
   auto x = expr::to_operand(std::forward<A>(a));
   using X = decltype(x);

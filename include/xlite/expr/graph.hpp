@@ -102,14 +102,14 @@ constexpr auto literal(const char (&text)[N]) {
 }
 
 template <std::size_t A, std::size_t B>
-constexpr fixed_string<A + B> operator+(const fixed_string<A> &a, const fixed_string<B> &b) {
+constexpr fixed_string<A + B> operator+(const fixed_string<A>& a, const fixed_string<B>& b) {
   fixed_string<A + B> s;
   std::copy_n(a.chars.begin(), A, s.chars.begin());
   std::copy_n(b.chars.begin(), B, s.chars.begin() + A);
   return s;
 }
 
-template <const std::string_view &Text>
+template <const std::string_view& Text>
 constexpr auto from_view() {
   fixed_string<Text.size()> s;
   std::copy_n(Text.begin(), Text.size(), s.chars.begin());

@@ -23,7 +23,7 @@ namespace xlite::expr {
 template <class T>
 struct tensor_ref {
   using value_type = T;
-  const T *data;
+  const T* data;
   xlite::shape shape;
 };
 
@@ -34,9 +34,9 @@ struct tensor_owner {
   using value_type = T;
   std::shared_ptr<const tensor<T>> held;
   xlite::shape shape;
-  const T *data;
+  const T* data;
 
-  explicit tensor_owner(tensor<T> &&t)
+  explicit tensor_owner(tensor<T>&& t)
       : held(std::make_shared<const tensor<T>>(std::move(t))), shape(held->shape()), data(held->data()) {}
 };
 

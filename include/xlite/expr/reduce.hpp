@@ -96,8 +96,8 @@ struct reduction_plan {
 };
 
 template <class E>
-reduction_plan plan_reduction(const E &e, const axes &which, bool keep, op o) {
-  const xlite::shape &in = e.shape;
+reduction_plan plan_reduction(const E& e, const axes& which, bool keep, op o) {
+  const xlite::shape& in = e.shape;
   const std::size_t rank = in.rank();
   std::array<bool, max_rank> is_reduced{};
   if (which.all()) {
@@ -138,7 +138,7 @@ reduction_plan plan_reduction(const E &e, const axes &which, bool keep, op o) {
     }
   }
   std::vector<strides_t> strides;
-  for (const xlite::shape &leaf : memory_leaf_shapes(e)) {
+  for (const xlite::shape& leaf : memory_leaf_shapes(e)) {
     const strides_t full = broadcast_strides(in, leaf);
     strides_t permuted{};
     for (std::size_t p = 0; p < rank; ++p) permuted[p] = full[order[p]];
@@ -167,8 +167,8 @@ reduction_plan plan_reduction(const E &e, const axes &which, bool keep, op o) {
 
 // Sets index[0, first) to the position `flat` of dimensions [first_dim, last_dim) (the
 // last of them fastest).
-inline void unravel(const loop_plan &plan, std::pair<std::size_t, std::size_t> span, std::int64_t flat,
-                    std::array<std::int64_t, max_rank> &index) {
+inline void unravel(const loop_plan& plan, std::pair<std::size_t, std::size_t> span, std::int64_t flat,
+                    std::array<std::int64_t, max_rank>& index) {
   for (std::size_t d = span.second; d-- > span.first;) {
     index[d] = flat % plan.dims[d];
     flat /= plan.dims[d];
@@ -177,7 +177,7 @@ inline void unravel(const loop_plan &plan, std::pair<std::size_t, std::size_t> s
 
 // Accumulates the reduced positions [begin, end) of output p, innermost dimension reduced.
 template <op O, class Arch, class L, class R, class B>
-R reduce_block(B expr, const reduction_plan &plan, std::int64_t p, std::int64_t begin, std::int64_t end) {
+R reduce_block(B expr, const reduction_plan& plan, std::int64_t p, std::int64_t begin, std::int64_t end) {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
   constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
@@ -209,7 +209,7 @@ R reduce_block(B expr, const reduction_plan &plan, std::int64_t p, std::int64_t 
 // Output rows [p][c_begin, c_end) with the innermost dimension kept: each output element
 // accumulates its reduced positions in order, SIMD across outputs.
 template <op O, class Arch, class L, class R, class B>
-void reduce_columns(B expr, const reduction_plan &plan, R *out_row, std::int64_t p, std::int64_t c_begin,
+void reduce_columns(B expr, const reduction_plan& plan, R* out_row, std::int64_t p, std::int64_t c_begin,
                     std::int64_t c_end) {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
@@ -221,7 +221,7 @@ void reduce_columns(B expr, const reduction_plan &plan, R *out_row, std::int64_t
     unravel(plan.loop, plan.reduced_dims, q, index);
     walk_rows(expr, plan.loop, index, plan.inner_dims.first, c_begin, c_end,
               [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
-                R *out = out_row + c_begin + offset - j;
+                R* out = out_row + c_begin + offset - j;
                 if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
                   for (; j + width <= stop; j += width) {
                     red::combine(batch::load_unaligned(out + j), batch(expr.template get<Arch, L, false>(j)))
@@ -236,7 +236,7 @@ void reduce_columns(B expr, const reduction_plan &plan, R *out_row, std::int64_t
 }
 
 template <op O, class E>
-auto reduce(const E &e, const axes &which, bool keep) {
+auto reduce(const E& e, const axes& which, bool keep) {
   using V = typename E::value_type;
   using R = typename reduction_result<O, V>::type;
   const reduction_plan plan = plan_reduction(e, which, keep, O);
@@ -255,7 +255,7 @@ auto reduce(const E &e, const axes &which, bool keep) {
   const auto bound_expr = bind(e, plan.loop);
   using L = lane_type_t<E>;
   constexpr bool simd = simd_evaluable_v<E> && std::is_same_v<R, V>;
-  thread_pool &pool = current_thread_pool();
+  thread_pool& pool = current_thread_pool();
   kernels::dispatch<simd>([&](auto arch) {
     using Arch = decltype(arch);
     if (plan.inner_dims.first == plan.inner_dims.second) { // the innermost dimension is reduced
@@ -294,7 +294,7 @@ auto reduce(const E &e, const axes &which, bool keep) {
   });
   if constexpr (O == op::mean) {
     const R count = static_cast<R>(plan.reduced);
-    for (R &v : out) v /= count;
+    for (R& v : out) v /= count;
   }
   return out;
 }
@@ -302,7 +302,7 @@ auto reduce(const E &e, const axes &which, bool keep) {
 // argmax over one axis (or the flattened tensor): the index of the first maximum, NaN
 // counting as the maximum, as torch.argmax.
 template <class E>
-tensor<std::int64_t> reduce_argmax(const E &e, const axes &which, bool keep) {
+tensor<std::int64_t> reduce_argmax(const E& e, const axes& which, bool keep) {
   using V = typename E::value_type;
   if (!which.all() && which.list().size() != 1) {
     throw index_error(detail::message("argmax: takes one axis or none, got ", which.list().size()));
@@ -346,12 +346,12 @@ namespace xlite {
 #define XLITE_REDUCTION(function, op_name)                                                                             \
   template <class E>                                                                                                   \
   requires expr::tensor_like<E>                                                                                        \
-  auto function(E &&e, const axes &which = {}) {                                                                       \
+  auto function(E&& e, const axes& which = {}) {                                                                       \
     return expr::reduce<op::op_name>(expr::to_operand(std::forward<E>(e)), which, false);                              \
   }                                                                                                                    \
   template <class E>                                                                                                   \
   requires expr::tensor_like<E>                                                                                        \
-  auto function(E &&e, const axes &which, keepdims_t) {                                                                \
+  auto function(E&& e, const axes& which, keepdims_t) {                                                                \
     return expr::reduce<op::op_name>(expr::to_operand(std::forward<E>(e)), which, true);                               \
   }
 XLITE_REDUCTION(sum, sum)
@@ -362,11 +362,11 @@ XLITE_REDUCTION(min, min)
 #undef XLITE_REDUCTION
 
 template <class E>
-requires expr::tensor_like<E> tensor<std::int64_t> argmax(E &&e, const axes &which = {}) {
+requires expr::tensor_like<E> tensor<std::int64_t> argmax(E&& e, const axes& which = {}) {
   return expr::reduce_argmax(expr::to_operand(std::forward<E>(e)), which, false);
 }
 template <class E>
-requires expr::tensor_like<E> tensor<std::int64_t> argmax(E &&e, const axes &which, keepdims_t) {
+requires expr::tensor_like<E> tensor<std::int64_t> argmax(E&& e, const axes& which, keepdims_t) {
   return expr::reduce_argmax(expr::to_operand(std::forward<E>(e)), which, true);
 }
 

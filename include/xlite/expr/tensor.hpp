@@ -30,7 +30,7 @@ inline constexpr std::size_t tensor_alignment = 64;
 namespace detail {
 
 struct aligned_delete {
-  void operator()(void *p) const noexcept { ::operator delete (p, std::align_val_t{tensor_alignment}); }
+  void operator()(void* p) const noexcept { ::operator delete (p, std::align_val_t{tensor_alignment}); }
 };
 
 template <class T>
@@ -38,13 +38,13 @@ std::unique_ptr<T[], aligned_delete> allocate_uninitialized(std::int64_t count) 
   static_assert(std::is_trivially_destructible_v<T>, "xlite::tensor holds trivial element types only");
   const auto bytes = static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T);
   return std::unique_ptr<T[], aligned_delete>(
-      static_cast<T *>(::operator new (bytes, std::align_val_t{tensor_alignment})));
+      static_cast<T*>(::operator new (bytes, std::align_val_t{tensor_alignment})));
 }
 
 // A static expression node (expr/node.hpp): it carries its broadcast shape as a member.
 template <class E>
-concept expression_object = requires(const E &e) {
-  { e.shape } -> std::convertible_to<const xlite::shape &>;
+concept expression_object = requires(const E& e) {
+  { e.shape } -> std::convertible_to<const xlite::shape&>;
   typename E::value_type;
 };
 
@@ -61,9 +61,9 @@ public:
   tensor() : tensor(xlite::shape{0}, T{}) {}
 
   // Zero-filled.
-  explicit tensor(const xlite::shape &s) : tensor(s, T{}) {}
+  explicit tensor(const xlite::shape& s) : tensor(s, T{}) {}
 
-  tensor(const xlite::shape &s, T fill) : shape_(s), data_(detail::allocate_uninitialized<T>(s.numel())) {
+  tensor(const xlite::shape& s, T fill) : shape_(s), data_(detail::allocate_uninitialized<T>(s.numel())) {
     std::fill_n(data_.get(), s.numel(), fill);
   }
 
@@ -82,65 +82,65 @@ public:
   // read: tensor<float>(xlite::uninitialized, s).
   struct uninitialized_t {};
   static constexpr uninitialized_t uninitialized{};
-  tensor(uninitialized_t, const xlite::shape &s) : shape_(s), data_(detail::allocate_uninitialized<T>(s.numel())) {}
+  tensor(uninitialized_t, const xlite::shape& s) : shape_(s), data_(detail::allocate_uninitialized<T>(s.numel())) {}
 
   // Evaluates a static expression in one fused pass (defined in expr/assign.hpp).
   template <detail::expression_object E>
-  tensor(const E &e) : tensor(uninitialized, e.shape) {
+  tensor(const E& e) : tensor(uninitialized, e.shape) {
     evaluate_expression(data(), e);
   }
   template <detail::expression_object E>
-  tensor &operator=(const E &e) {
+  tensor& operator=(const E& e) {
     assign_expression(*this, e);
     return *this;
   }
 
-  tensor(const tensor &other) : tensor(uninitialized, other.shape_) { std::copy_n(other.data(), other.size(), data()); }
-  tensor(tensor &&) noexcept = default;
-  tensor &operator=(const tensor &other) {
+  tensor(const tensor& other) : tensor(uninitialized, other.shape_) { std::copy_n(other.data(), other.size(), data()); }
+  tensor(tensor&&) noexcept = default;
+  tensor& operator=(const tensor& other) {
     if (this != &other) *this = tensor(other);
     return *this;
   }
-  tensor &operator=(tensor &&) noexcept = default;
+  tensor& operator=(tensor&&) noexcept = default;
   ~tensor() = default;
 
-  const xlite::shape &shape() const noexcept { return shape_; }
+  const xlite::shape& shape() const noexcept { return shape_; }
   std::size_t rank() const noexcept { return shape_.rank(); }
   std::int64_t size() const noexcept { return shape_.numel(); }
-  T *data() noexcept { return data_.get(); }
-  const T *data() const noexcept { return data_.get(); }
-  T *begin() noexcept { return data(); }
-  T *end() noexcept { return data() + size(); }
-  const T *begin() const noexcept { return data(); }
-  const T *end() const noexcept { return data() + size(); }
+  T* data() noexcept { return data_.get(); }
+  const T* data() const noexcept { return data_.get(); }
+  T* begin() noexcept { return data(); }
+  T* end() noexcept { return data() + size(); }
+  const T* begin() const noexcept { return data(); }
+  const T* end() const noexcept { return data() + size(); }
 
   // t(i, j, ...): one index per dimension, unchecked (asserted in debug builds).
   template <std::integral... I>
-  T &operator()(I... index) noexcept {
+  T& operator()(I... index) noexcept {
     return data_[offset_unchecked(index...)];
   }
   template <std::integral... I>
-  const T &operator()(I... index) const noexcept {
+  const T& operator()(I... index) const noexcept {
     return data_[offset_unchecked(index...)];
   }
 
   // t.at(i, j, ...): checked; an index_error names the axis, the index and the size.
   template <std::integral... I>
-  T &at(I... index) {
+  T& at(I... index) {
     return data_[offset_checked(index...)];
   }
   template <std::integral... I>
-  const T &at(I... index) const {
+  const T& at(I... index) const {
     return data_[offset_checked(index...)];
   }
 
   // Same shape and the same values (NaN != NaN, as for the elements).
-  friend bool operator==(const tensor &a, const tensor &b) {
+  friend bool operator==(const tensor& a, const tensor& b) {
     return a.shape_ == b.shape_ && std::equal(a.begin(), a.end(), b.begin());
   }
 
   // A new shape for the same elements, in row-major order.
-  tensor reshaped(const xlite::shape &s) && {
+  tensor reshaped(const xlite::shape& s) && {
     if (s.numel() != size()) {
       throw shape_error(detail::message("reshape: cannot view ", shape_, " (", size(), " elements) as ", s, " (",
                                         s.numel(), " elements)"));
@@ -180,7 +180,7 @@ private:
 
   // Records each axis's length, checking that all lists at one depth have the same length.
   template <class List>
-  static void measure(const List &list, std::size_t axis, std::array<std::int64_t, max_rank> &dims) {
+  static void measure(const List& list, std::size_t axis, std::array<std::int64_t, max_rank>& dims) {
     if constexpr (!std::is_same_v<List, T>) {
       const auto n = static_cast<std::int64_t>(list.size());
       if (dims[axis] == -1) {
@@ -189,21 +189,21 @@ private:
         throw shape_error(detail::message("tensor: ragged nested initializer list: axis ", axis, " has ", dims[axis],
                                           " elements in one place and ", n, " in another"));
       }
-      for (const auto &inner : list) measure(inner, axis + 1, dims);
+      for (const auto& inner : list) measure(inner, axis + 1, dims);
     }
   }
 
   template <class List>
-  static void flatten(const List &list, T *&out) {
+  static void flatten(const List& list, T*& out) {
     if constexpr (std::is_same_v<List, T>) {
       *out++ = list;
     } else {
-      for (const auto &inner : list) flatten(inner, out);
+      for (const auto& inner : list) flatten(inner, out);
     }
   }
 
   template <class List>
-  void from_nested(const List &list) {
+  void from_nested(const List& list) {
     constexpr std::size_t depth = nesting_depth<List>();
     std::array<std::int64_t, max_rank> dims;
     dims.fill(-1);
@@ -211,7 +211,7 @@ private:
     std::replace(dims.begin(), dims.end(), std::int64_t{-1}, std::int64_t{0}); // axes under an empty list
     shape_ = xlite::shape(std::span<const std::int64_t>(dims.data(), depth));
     data_ = detail::allocate_uninitialized<T>(shape_.numel());
-    T *out = data_.get();
+    T* out = data_.get();
     flatten(list, out);
   }
 

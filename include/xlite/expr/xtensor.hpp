@@ -32,7 +32,7 @@ namespace expr {
 
 // xtensor containers that own or adapt contiguous memory.
 template <class C>
-concept xtensor_container = requires(C &c) {
+concept xtensor_container = requires(C& c) {
   c.data();
   c.shape();
   c.layout();
@@ -40,7 +40,7 @@ concept xtensor_container = requires(C &c) {
 };
 
 template <class C>
-void check_row_major(const C &c, const char *function) {
+void check_row_major(const C& c, const char* function) {
   if (c.layout() != xt::layout_type::row_major) {
     throw value_error(detail::message(function, ": the xtensor container is not row-major (shape ",
                                       xlite::shape(c.shape()), "); copy it into an xt::xarray first"));
@@ -52,7 +52,7 @@ void check_row_major(const C &c, const char *function) {
 // An xtensor container as a leaf of an xlite expression, reading its memory in place. Keep
 // the container alive while the expression lives, as for a tensor.
 template <expr::xtensor_container C>
-auto adapt(const C &c) {
+auto adapt(const C& c) {
   expr::check_row_major(c, "adapt");
   using T = typename C::value_type;
   return expr::tensor_ref<T>{c.data(), xlite::shape(c.shape())};
@@ -60,19 +60,19 @@ auto adapt(const C &c) {
 
 // An xtensor view (an xarray_adaptor) of a tensor's memory; changes go both ways.
 template <class T>
-auto as_xtensor(tensor<T> &t) {
+auto as_xtensor(tensor<T>& t) {
   std::vector<std::size_t> dims(t.shape().begin(), t.shape().end());
   return xt::adapt(t.data(), static_cast<std::size_t>(t.size()), xt::no_ownership(), dims);
 }
 template <class T>
-auto as_xtensor(const tensor<T> &t) {
+auto as_xtensor(const tensor<T>& t) {
   std::vector<std::size_t> dims(t.shape().begin(), t.shape().end());
   return xt::adapt(t.data(), static_cast<std::size_t>(t.size()), xt::no_ownership(), dims);
 }
 
 // Evaluates e into an xtensor container in one fused pass, resizing it to e's shape.
 template <expr::xtensor_container C, expr::expression E>
-void assign(C &dst, const E &e) {
+void assign(C& dst, const E& e) {
   using T = typename C::value_type;
   const std::vector<std::size_t> dims(e.shape.begin(), e.shape.end());
   if (!std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end())) dst.resize(dims);
@@ -87,7 +87,7 @@ void assign(C &dst, const E &e) {
 
 // Prints as xtensor prints.
 template <class T>
-std::ostream &operator<<(std::ostream &out, const tensor<T> &t) {
+std::ostream& operator<<(std::ostream& out, const tensor<T>& t) {
   return out << as_xtensor(t);
 }
 

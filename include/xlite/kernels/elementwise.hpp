@@ -20,7 +20,7 @@ namespace xlite::kernels {
 namespace detail {
 
 template <class V>
-V nan_propagating(const V &a, const V &b, const V &ordinary) {
+V nan_propagating(const V& a, const V& b, const V& ordinary) {
   if constexpr (is_batch_v<V>) {
     if constexpr (std::is_floating_point_v<typename V::value_type>) {
       return xsimd::select(xsimd::isnan(a) || xsimd::isnan(b), a + b, ordinary);
@@ -35,7 +35,7 @@ V nan_propagating(const V &a, const V &b, const V &ordinary) {
 }
 
 template <class V>
-V minimum(const V &a, const V &b) {
+V minimum(const V& a, const V& b) {
   if constexpr (is_batch_v<V>) {
     return nan_propagating(a, b, xsimd::min(a, b));
   } else {
@@ -44,7 +44,7 @@ V minimum(const V &a, const V &b) {
 }
 
 template <class V>
-V maximum(const V &a, const V &b) {
+V maximum(const V& a, const V& b) {
   if constexpr (is_batch_v<V>) {
     return nan_propagating(a, b, xsimd::max(a, b));
   } else {
@@ -61,28 +61,28 @@ struct elementwise;
 template <>
 struct elementwise<op::add> {
   template <class V>
-  V operator()(const V &a, const V &b) const {
+  V operator()(const V& a, const V& b) const {
     return a + b;
   }
 };
 template <>
 struct elementwise<op::sub> {
   template <class V>
-  V operator()(const V &a, const V &b) const {
+  V operator()(const V& a, const V& b) const {
     return a - b;
   }
 };
 template <>
 struct elementwise<op::mul> {
   template <class V>
-  V operator()(const V &a, const V &b) const {
+  V operator()(const V& a, const V& b) const {
     return a * b;
   }
 };
 template <>
 struct elementwise<op::div> {
   template <class V>
-  V operator()(const V &a, const V &b) const {
+  V operator()(const V& a, const V& b) const {
     return a / b;
   }
 };
@@ -90,7 +90,7 @@ struct elementwise<op::div> {
 template <>
 struct elementwise<op::neg> {
   template <class V>
-  V operator()(const V &a) const {
+  V operator()(const V& a) const {
     if constexpr (is_batch_v<V>) {
       using T = typename V::value_type;
       if constexpr (std::is_floating_point_v<T>)
@@ -105,42 +105,48 @@ struct elementwise<op::neg> {
 template <>
 struct elementwise<op::equal> {
   template <class V>
-  auto operator()(const V &a, const V &b) const {
+  auto operator()(const V& a, const V& b) const {
     return a == b;
   }
 };
+// x != y is true when either is NaN (IEEE); xsimd 8's AVX and AVX-512 != is the ordered
+// comparison, false for NaN, so batches negate ==.
 template <>
 struct elementwise<op::not_equal> {
   template <class V>
-  auto operator()(const V &a, const V &b) const {
-    return a != b;
+  auto operator()(const V& a, const V& b) const {
+    if constexpr (is_batch_v<V>) {
+      return ~(a == b);
+    } else {
+      return a != b;
+    }
   }
 };
 template <>
 struct elementwise<op::less> {
   template <class V>
-  auto operator()(const V &a, const V &b) const {
+  auto operator()(const V& a, const V& b) const {
     return a < b;
   }
 };
 template <>
 struct elementwise<op::less_equal> {
   template <class V>
-  auto operator()(const V &a, const V &b) const {
+  auto operator()(const V& a, const V& b) const {
     return a <= b;
   }
 };
 template <>
 struct elementwise<op::greater> {
   template <class V>
-  auto operator()(const V &a, const V &b) const {
+  auto operator()(const V& a, const V& b) const {
     return a > b;
   }
 };
 template <>
 struct elementwise<op::greater_equal> {
   template <class V>
-  auto operator()(const V &a, const V &b) const {
+  auto operator()(const V& a, const V& b) const {
     return a >= b;
   }
 };
@@ -148,7 +154,7 @@ struct elementwise<op::greater_equal> {
 template <>
 struct elementwise<op::logical_and> {
   template <class M>
-  M operator()(const M &a, const M &b) const {
+  M operator()(const M& a, const M& b) const {
     if constexpr (is_batch_v<M>) {
       return a & b;
     } else {
@@ -159,7 +165,7 @@ struct elementwise<op::logical_and> {
 template <>
 struct elementwise<op::logical_or> {
   template <class M>
-  M operator()(const M &a, const M &b) const {
+  M operator()(const M& a, const M& b) const {
     if constexpr (is_batch_v<M>) {
       return a | b;
     } else {
@@ -170,7 +176,7 @@ struct elementwise<op::logical_or> {
 template <>
 struct elementwise<op::logical_not> {
   template <class M>
-  M operator()(const M &a) const {
+  M operator()(const M& a) const {
     if constexpr (is_batch_v<M>) {
       return ~a;
     } else {
@@ -181,7 +187,7 @@ struct elementwise<op::logical_not> {
 template <>
 struct elementwise<op::where> {
   template <class M, class V>
-  V operator()(const M &condition, const V &a, const V &b) const {
+  V operator()(const M& condition, const V& a, const V& b) const {
     if constexpr (is_batch_v<V>) {
       return xsimd::select(condition, a, b);
     } else {
@@ -192,7 +198,7 @@ struct elementwise<op::where> {
 template <>
 struct elementwise<op::fma> {
   template <class V>
-  V operator()(const V &a, const V &b, const V &c) const {
+  V operator()(const V& a, const V& b, const V& c) const {
     if constexpr (is_batch_v<V>) {
       return xsimd::fma(a, b, c);
     } else if constexpr (std::is_floating_point_v<V>) {
@@ -205,21 +211,21 @@ struct elementwise<op::fma> {
 template <>
 struct elementwise<op::minimum> {
   template <class V>
-  V operator()(const V &a, const V &b) const {
+  V operator()(const V& a, const V& b) const {
     return detail::minimum(a, b);
   }
 };
 template <>
 struct elementwise<op::maximum> {
   template <class V>
-  V operator()(const V &a, const V &b) const {
+  V operator()(const V& a, const V& b) const {
     return detail::maximum(a, b);
   }
 };
 template <>
 struct elementwise<op::clamp> {
   template <class V>
-  V operator()(const V &x, const V &lo, const V &hi) const {
+  V operator()(const V& x, const V& lo, const V& hi) const {
     return detail::minimum(detail::maximum(x, lo), hi);
   }
 };
@@ -229,7 +235,7 @@ struct elementwise<op::clamp> {
   template <>                                                                                                          \
   struct elementwise<op::name> {                                                                                       \
     template <class V>                                                                                                 \
-    V operator()(const V &x) const {                                                                                   \
+    V operator()(const V& x) const {                                                                                   \
       if constexpr (is_batch_v<V>) {                                                                                   \
         return batch_form;                                                                                             \
       } else {                                                                                                         \
@@ -261,7 +267,7 @@ XLITE_MATH_FUNCTOR(round, xsimd::copysign(xsimd::nearbyint(x), x), std::nearbyin
 template <>
 struct elementwise<op::pow> {
   template <class V>
-  V operator()(const V &base, const V &exponent) const {
+  V operator()(const V& base, const V& exponent) const {
     if constexpr (is_batch_v<V>) {
       return xsimd::pow(base, exponent);
     } else {
@@ -274,7 +280,7 @@ struct elementwise<op::pow> {
 template <class To>
 struct cast_to {
   template <class V>
-  auto operator()(const V &x) const {
+  auto operator()(const V& x) const {
     if constexpr (is_batch_v<V>) {
       return xsimd::batch_cast<To>(x);
     } else {

@@ -25,7 +25,7 @@ struct reduction<op::sum> {
     return T(0);
   }
   template <class V>
-  static V combine(const V &a, const V &b) {
+  static V combine(const V& a, const V& b) {
     return a + b;
   }
 };
@@ -37,7 +37,7 @@ struct reduction<op::prod> {
     return T(1);
   }
   template <class V>
-  static V combine(const V &a, const V &b) {
+  static V combine(const V& a, const V& b) {
     return a * b;
   }
 };
@@ -51,7 +51,7 @@ struct reduction<op::max> {
                                                 : std::numeric_limits<T>::lowest();
   }
   template <class V>
-  static V combine(const V &a, const V &b) {
+  static V combine(const V& a, const V& b) {
     return detail::maximum(a, b);
   }
 };
@@ -63,7 +63,7 @@ struct reduction<op::min> {
     return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
   }
   template <class V>
-  static V combine(const V &a, const V &b) {
+  static V combine(const V& a, const V& b) {
     return detail::minimum(a, b);
   }
 };
@@ -73,7 +73,7 @@ struct reduction<op::mean> : reduction<op::sum> {};
 
 // A batch's lanes combined left to right: the same order on every run.
 template <op O, class T, class Arch>
-T combine_lanes(const batch_t<T, Arch> &v) {
+T combine_lanes(const batch_t<T, Arch>& v) {
   if constexpr (std::is_same_v<Arch, scalar_arch>) {
     return v;
   } else {

@@ -12,8 +12,13 @@
 // x86-64 build gets SSE, which every x86-64 CPU runs. One arch per translation unit, not
 // every compiled one, keeps the compile time of an expression near xtensor's.
 
+#include <algorithm>
 #include <cstddef>
 #include <type_traits>
+
+#if defined(__unix__)
+#include <unistd.h>
+#endif
 
 #include <xsimd/xsimd.hpp>
 
@@ -24,7 +29,7 @@ namespace xlite::kernels {
 // One lane, plain C++: the portable path on machines (or builds) without SIMD, and the
 // path for expressions the SIMD loop does not take.
 struct scalar_arch {
-  static constexpr const char *name() { return "scalar"; }
+  static constexpr const char* name() { return "scalar"; }
 };
 
 // The widest arch this translation unit is compiled for, and the ISA level it needs.
@@ -91,13 +96,76 @@ template <class T>
 inline constexpr bool simd_element_v = std::is_same_v<T, float> || std::is_same_v<T, double> ||
                                        std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;
 
+// ---- streaming stores -----------------------------------------------------------------------
+
+// Stores a batch to memory aligned to its size without first reading the line into the
+// cache: for outputs larger than the cache, a plain store's read costs a third of a
+// triad's memory traffic.
+template <class T, class Arch>
+void store_streaming(T* p, const xsimd::batch<T, Arch>& v) {
+#if XSIMD_WITH_SSE2
+  const auto r = v.data;
+  if constexpr (sizeof(r) == 64) {
+#if XSIMD_WITH_AVX512F
+    if constexpr (std::is_same_v<T, float>)
+      _mm512_stream_ps(p, r);
+    else if constexpr (std::is_same_v<T, double>)
+      _mm512_stream_pd(p, r);
+    else
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(p), r);
+#endif
+  } else if constexpr (sizeof(r) == 32) {
+#if XSIMD_WITH_AVX
+    if constexpr (std::is_same_v<T, float>)
+      _mm256_stream_ps(p, r);
+    else if constexpr (std::is_same_v<T, double>)
+      _mm256_stream_pd(p, r);
+    else
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(p), r);
+#endif
+  } else {
+    if constexpr (std::is_same_v<T, float>)
+      _mm_stream_ps(p, r);
+    else if constexpr (std::is_same_v<T, double>)
+      _mm_stream_pd(p, r);
+    else
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), r);
+  }
+#else
+  v.store_aligned(p);
+#endif
+}
+
+// Orders streaming stores before whatever the thread does next (they are weakly ordered).
+inline void streaming_fence() {
+#if XSIMD_WITH_SSE2
+  _mm_sfence();
+#endif
+}
+
+// Whether an output of this many bytes is worth streaming: when it is larger than the
+// last-level cache a core can use, so nothing would find it there anyway. The OS reports
+// the L3 of the whole package (320 MiB for a many-chiplet EPYC, of which one core uses
+// 32 MiB), so the threshold is the smaller of that and 32 MiB.
+inline bool streaming_pays(std::size_t output_bytes) {
+  static const std::size_t threshold = [] {
+    std::size_t bytes = std::size_t{32} << 20;
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 > 0) bytes = std::min(bytes, static_cast<std::size_t>(l3));
+#endif
+    return bytes;
+  }();
+  return output_bytes >= threshold;
+}
+
 // Whether the SIMD path runs under the current ISA cap.
 inline bool simd_path_active() { return !std::is_same_v<simd_arch, scalar_arch> && active_isa() >= simd_arch_level; }
 
 // Calls f(simd_arch{}) when the SIMD path is active, else f(scalar_arch{}); only the
 // scalar path exists for code that says it cannot run in batches (SimdCapable false).
 template <bool SimdCapable, class F>
-decltype(auto) dispatch(F &&f) {
+decltype(auto) dispatch(F&& f) {
   if constexpr (SimdCapable && !std::is_same_v<simd_arch, scalar_arch>) {
     if (simd_path_active()) return f(simd_arch{});
   }
