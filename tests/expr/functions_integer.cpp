@@ -1,0 +1,92 @@
+// The integer forms of the element-wise ops (expr/functions.hpp): + - * neg abs min max
+// clamp fma relu on int32 and int64 (floor ceil round: functions_round.cpp), exactly, on every path, with values
+// that use all 64 bits of an int64 lane where the op allows; int8 and uint8, which have no
+// SIMD batches and take the scalar path, with C++'s modular arithmetic.
+
+#include "elementwise_check.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <iostream>
+
+using xlite::op;
+using xlite::shape;
+using xlite::tensor;
+using namespace xlite_test;
+
+namespace {
+
+// Ranges in which the op cannot overflow (signed overflow is undefined in the scalar tail).
+struct integer_ranges {
+  domain add, mul, fma_factor, fma_term, any;
+};
+
+template <class T>
+integer_ranges ranges() {
+  const auto within = [](double bound) { return domain{{part::integers, -bound, bound}, {part::integers, -9, 9}}; };
+  if constexpr (sizeof(T) == 4) {
+    return {within(1073741823.0), within(46340), within(32767), within(1073741823.0), within(2147483647.0)};
+  } else {
+    return {within(4.6e18), within(3037000499.0), within(1073741823.0), within(4.6e18), within(9.2e18)};
+  }
+}
+
+template <class T>
+void check_integer_ops(std::uint64_t seed) {
+  const integer_ranges r = ranges<T>();
+  check_exact_op<op::add, T>(seed + 1, r.add);
+  check_exact_op<op::sub, T>(seed + 2, r.add);
+  check_exact_op<op::mul, T>(seed + 3, r.mul);
+  check_exact_op<op::neg, T>(seed + 4, r.any);
+  check_exact_op<op::abs, T>(seed + 5, r.any);
+  check_exact_op<op::minimum, T>(seed + 6, r.any);
+  check_exact_op<op::maximum, T>(seed + 7, r.any);
+  check_exact_op<op::clamp, T>(seed + 8, r.any);
+  check_exact_op<op::relu, T>(seed + 9, r.any);
+  // fma(a, b, c) = a * b + c: the product of two factors plus a term stays in range.
+  rng g(seed + 13);
+  for (const auto& shapes : shape_cases(3, g)) {
+    std::vector<tensor<T>> in{random_tensor<T>(g, shapes[0], r.fma_factor),
+                              random_tensor<T>(g, shapes[1], r.fma_factor), random_tensor<T>(g, shapes[2], r.fma_term)};
+    xlite_test::for_each_isa_path([&](xlite::isa) {
+      compare_with_reference(op::fma, in, evaluate_op<op::fma>(in, as_is), false, 0, path_name());
+    });
+  }
+}
+
+} // namespace
+
+TEST_CASE("functions: int32 ops are exact on every path", "[functions][integer]") {
+  check_integer_ops<std::int32_t>(300);
+}
+
+TEST_CASE("functions: int64 ops are exact on every path, in all 64 bits", "[functions][integer]") {
+  check_integer_ops<std::int64_t>(320);
+}
+
+TEST_CASE("functions: int8 and uint8 take the scalar path and wrap as C++ does", "[functions][integer][scalar]") {
+  using u8 = std::uint8_t;
+  using i8 = std::int8_t;
+  const tensor<u8> a{200, 100, 0, 255, 7};
+  const tensor<u8> b{100, 200, 1, 255, 3};
+  const tensor<i8> c{{-128, 127, 5}, {-1, 0, 100}};
+  const tensor<i8> d{-1, 1, 100};
+  static_assert(!xlite::expr::simd_evaluable_v<decltype(a + b)>);
+  static_assert(!xlite::expr::simd_evaluable_v<decltype(xlite::cast<float>(c) * 2.0f)>);
+  xlite_test::for_each_isa_path([&](xlite::isa) {
+    INFO(path_name());
+    CHECK(tensor<u8>(a + b) == tensor<u8>{44, 44, 1, 254, 10}); // modulo 256
+    CHECK(tensor<u8>(a - b) == tensor<u8>{100, 156, 255, 0, 4});
+    CHECK(tensor<u8>(a * b) == tensor<u8>{32, 32, 0, 1, 21});
+    CHECK(tensor<u8>(xlite::max(a, b)) == tensor<u8>{200, 200, 1, 255, 7});
+    CHECK(tensor<bool>(a > b) == tensor<bool>{true, false, false, false, true});
+    CHECK(tensor<i8>(c + d) == tensor<i8>{{127, -128, 105}, {-2, 1, -56}}); // broadcast, modulo 256
+    CHECK(tensor<i8>(-c) == tensor<i8>{{-128, -127, -5}, {1, 0, -100}});
+    CHECK(tensor<i8>(xlite::abs(d)) == tensor<i8>{1, 1, 100});
+    CHECK(tensor<i8>(xlite::relu(c)) == tensor<i8>{{0, 127, 5}, {0, 0, 100}});
+    CHECK(tensor<i8>(xlite::clamp(c, i8{-2}, i8{50})) == tensor<i8>{{-2, 50, 5}, {-1, 0, 50}});
+    CHECK(tensor<float>(xlite::cast<float>(c) * 2.0f) == tensor<float>{{-256, 254, 10}, {-2, 0, 200}});
+    CHECK(tensor<u8>(xlite::where(c < d, xlite::cast<u8>(c), u8{9})) == tensor<u8>{{128, 9, 5}, {9, 0, 9}});
+  });
+}

@@ -1,0 +1,50 @@
+// The reductions of expr/reduce.hpp on integers and bools, exactly: int32 and int64 data
+// with values of all sizes, sum and prod accumulating in int64 (as torch.sum), counts of
+// bool tensors and comparisons, uint8 on the scalar path. The check is reduce_check.hpp's.
+
+#include "reduce_check.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+using xlite::op;
+using xlite::shape;
+using xlite::tensor;
+using namespace xlite_test;
+
+TEST_CASE("reduce: integer reductions are exact; sum and prod accumulate in int64", "[reduce][integer]") {
+  check_reduction<op::sum, std::int32_t>(41, false);
+  check_reduction<op::prod, std::int32_t>(42, false);
+  check_reduction<op::max, std::int32_t>(43, false);
+  check_reduction<op::min, std::int64_t>(44, false);
+  check_reduction<op::argmax, std::int64_t>(45, false);
+  check_reduction<op::sum, std::int64_t>(46, true);
+  static_assert(
+      std::is_same_v<decltype(xlite::sum(std::declval<const tensor<std::int32_t>&>())), tensor<std::int64_t>>);
+  static_assert(std::is_same_v<decltype(xlite::prod(std::declval<const tensor<bool>&>())), tensor<std::int64_t>>);
+  static_assert(
+      std::is_same_v<decltype(xlite::max(std::declval<const tensor<std::int32_t>&>(), {0})), tensor<std::int32_t>>);
+  // A sum past the range of int32, and one of uint8 (the scalar path: no uint8 batches).
+  const tensor<std::int32_t> big(shape{3, 50001}, 100000);
+  const tensor<std::uint8_t> bytes(shape{1000}, 250);
+  const tensor<bool> mask{true, false, true, true};
+  xlite_test::for_each_isa_path([&](xlite::isa) {
+    CHECK(xlite::sum(big)() == std::int64_t{3} * 50001 * 100000);
+    CHECK(xlite::sum(big, {0}) == tensor<std::int64_t>(shape{50001}, 300000));
+    CHECK(xlite::sum(bytes)() == 250000);
+    CHECK(xlite::max(bytes)() == 250);
+    CHECK(xlite::sum(mask)() == 3);
+    CHECK(xlite::prod(mask)() == 0);
+    CHECK(xlite::sum(big > 0)() == 3 * 50001); // a count of a comparison, fused
+  });
+}
+
+// The integer cases of the two [!mayfail] tests of reduce.cpp.
+TEST_CASE("reduce: integer reductions over axes of length 1, and argmax over outer axes",
+          "[reduce][integer][!mayfail]") {
+  check_reduction<op::sum, std::int32_t>(47, false, selection::singleton_axes);
+  check_reduction<op::argmax, std::int64_t>(48, false, selection::strided_argmax);
+}
