@@ -38,6 +38,9 @@ namespace xlite::bench {
 // thread pools keep spinning for a while after each call and would slow down what follows.
 void register_machine_limits();
 void register_xlite_thread_pool();
+void register_xlite_expressions();
+void register_xsimd();
+void register_xtensor();
 void register_eigen();
 void register_openblas();
 void register_onednn();
@@ -101,17 +104,21 @@ private:
   std::int64_t size_;
 };
 
-// n floats in [-1, 1): a hash of (seed, index), so the data are the same on every run and
-// machine, differ between seeds, and have no pattern a library could exploit.
+// The value at index i of the deterministic data of `seed`: a float in [-1, 1) hashed from
+// (seed, index), so the data are the same on every run and machine, differ between seeds,
+// and have no pattern a library could exploit. Checks recompute inputs with it.
+inline float deterministic_float(std::int64_t i, std::uint32_t seed) noexcept {
+  std::uint32_t h = (static_cast<std::uint32_t>(i) * 0x9e3779b1u) ^ (seed * 0x85ebca77u);
+  h = (h ^ (h >> 15)) * 0x2c1b3c6du;
+  h ^= h >> 12;
+  return static_cast<float>(h >> 8) * 0x1p-23f - 1.0f; // 24 random bits -> [-1, 1)
+}
+
+// n floats of the deterministic data of `seed`.
 inline aligned_floats deterministic_floats(std::int64_t n, std::uint32_t seed) {
   aligned_floats values(n);
   float* out = values.data();
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::uint32_t h = (static_cast<std::uint32_t>(i) * 0x9e3779b1u) ^ (seed * 0x85ebca77u);
-    h = (h ^ (h >> 15)) * 0x2c1b3c6du;
-    h ^= h >> 12;
-    out[i] = static_cast<float>(h >> 8) * 0x1p-23f - 1.0f; // 24 random bits -> [-1, 1)
-  }
+  for (std::int64_t i = 0; i < n; ++i) out[i] = deterministic_float(i, seed);
   return values;
 }
 

@@ -15,6 +15,14 @@ namespace {
 // Registers the peers' benchmarks and returns their names, e.g. "eigen openblas".
 std::string register_peers() {
   std::string peers;
+#ifdef XLITE_BENCH_HAVE_XSIMD
+  xlite::bench::register_xsimd();
+  peers += " xsimd";
+#endif
+#ifdef XLITE_BENCH_HAVE_XTENSOR
+  xlite::bench::register_xtensor();
+  peers += " xtensor";
+#endif
 #ifdef XLITE_BENCH_HAVE_EIGEN
   xlite::bench::register_eigen();
   peers += " eigen";
@@ -41,6 +49,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   xlite::bench::register_machine_limits();
   xlite::bench::register_xlite_thread_pool();
+  xlite::bench::register_xlite_expressions();
   benchmark::AddCustomContext("peers", register_peers());
   benchmark::AddCustomContext("xlite_isa", std::string(xlite::name(xlite::active_isa())));
   benchmark::RunSpecifiedBenchmarks();

@@ -1,12 +1,19 @@
 // Eigen's triad: a = b + s * c over Eigen::Map views of the same buffers, with noalias()
 // so Eigen writes straight into a. Eigen does not parallelise coefficient-wise
-// expressions, so it runs on one thread only.
+// expressions (Eigen::setNbThreads reaches its matrix products only), so the triad runs on
+// one thread only.
+//
+// The expression cases: coefficient-wise expressions over Eigen::Map<ArrayXf> views of the
+// same buffers. An array assignment is already one pass with no temporary (noalias() is a
+// matrix-product matter, and ArrayBase has none). With two threads, each one maps and
+// assigns its half of the range (the label says so).
 
 #include <Eigen/Core>
 
 #include <cstdint>
 
 #include "bench_common.hpp"
+#include "expressions.hpp"
 #include "triad.hpp"
 
 namespace {
@@ -30,8 +37,43 @@ void run_triad_eigen(benchmark::State& state) {
   report_bytes(state, triad_bytes(n));
 }
 
+// The elements [begin, end) of a buffer as an Eigen array. Parts start on thread_team's
+// 4 KiB boundaries, so the maps keep the 64-byte alignment.
+Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> part(aligned_floats& buffer, std::int64_t begin, std::int64_t end) {
+  return {buffer.data() + begin, end - begin};
+}
+Eigen::Map<const Eigen::ArrayXf, Eigen::Aligned64> part(const aligned_floats& buffer, std::int64_t begin,
+                                                        std::int64_t end) {
+  return {buffer.data() + begin, end - begin};
+}
+static_assert(thread_team::part_alignment * sizeof(float) % aligned_floats::alignment == 0);
+
+constexpr float a = expression_inputs::a;
+constexpr float b = expression_inputs::b;
+constexpr float c = expression_inputs::c;
+
+struct eigen_kernels {
+  static void e1(expression_operands& o, std::int64_t begin, std::int64_t end) {
+    part(o.z, begin, end) = a * part(o.x, begin, end) + part(o.y, begin, end);
+  }
+  static void e2(expression_operands& o, std::int64_t begin, std::int64_t end) {
+    part(o.z, begin, end) = a * part(o.x, begin, end) + b * part(o.y, begin, end) - c * part(o.w, begin, end);
+  }
+  static void e3(expression_operands& o, std::int64_t begin, std::int64_t end) {
+    const auto x = part(o.x, begin, end);
+    part(o.z, begin, end) = (-x * x).exp() * part(o.y, begin, end) + part(o.w, begin, end).tanh();
+  }
+  static void e4(expression_operands& o, std::int64_t begin, std::int64_t end) {
+    part(o.z, begin, end) = (part(o.x, begin, end) * part(o.y, begin, end) + part(o.w, begin, end)).max(0.0f);
+  }
+  static float sum_xy(const expression_operands& o, std::int64_t begin, std::int64_t end) {
+    return (part(o.x, begin, end) * part(o.y, begin, end)).sum();
+  }
+};
+
 } // namespace
 
 void xlite::bench::register_eigen() {
   register_sized("triad", "eigen", run_triad_eigen, triad_sizes, {1});
+  register_split_expressions<eigen_kernels>("eigen");
 }

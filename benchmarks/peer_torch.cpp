@@ -1,6 +1,11 @@
 // libtorch (ATen): the triad as at::add_out(a, b, c, s), which computes a = b + s * c, and
 // sgemm as at::mm_out. The tensors are views of our buffers (at::from_blob), so torch
 // reads the same data as every other impl.
+//
+// The expression cases in eager ATen at its best: one op per pass, each written into an
+// existing tensor (the _out and in-place forms, so nothing is allocated in the timed loop),
+// fused ops where ATen has them (add with alpha, addcmul), and at::dot_out for the sum.
+// Every op is a pass over memory, so the label counts them.
 
 #include <dlfcn.h>
 
@@ -10,12 +15,22 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/addcmul.h>
+#include <ATen/ops/dot.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/exp.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/mm.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/tanh.h>
 
 #include <cstdint>
 
 #include "bench_common.hpp"
+#include "expressions.hpp"
 #include "sgemm.hpp"
 #include "triad.hpp"
 
@@ -25,6 +40,12 @@ using namespace xlite::bench;
 
 at::Tensor view(aligned_floats& buffer, at::IntArrayRef shape) {
   return at::from_blob(buffer.data(), shape, at::kFloat);
+}
+
+// A view of a buffer torch only reads (the shared inputs of the expression cases): ATen has
+// no read-only tensors, hence the cast.
+at::Tensor input_view(const aligned_floats& buffer, at::IntArrayRef shape) {
+  return at::from_blob(const_cast<float*>(buffer.data()), shape, at::kFloat);
 }
 
 // at::set_num_threads sets torch's own (OpenMP) threads, but Debian's libtorch runs at::mm
@@ -66,9 +87,65 @@ void run_sgemm_torch(benchmark::State& state) {
   report_flops(state, sgemm_flops(n));
 }
 
+void run_expression_torch(benchmark::State& state, const expression_case& c) {
+  const std::int64_t n = size_arg(state);
+  set_torch_threads(threads_arg(state));
+  expression_operands operands(n);
+  const at::Tensor x = input_view(operands.x, {n});
+  const at::Tensor y = input_view(operands.y, {n});
+  const at::Tensor w = input_view(operands.w, {n});
+  at::Tensor z = view(operands.z, {n});
+  const auto time_passes = [&](const char* passes, auto evaluate) {
+    time_elementwise(state, c, evaluate);
+    check_elements(state, c.which, operands.z.data(), n);
+    state.SetLabel(passes);
+  };
+  using in = expression_inputs;
+  switch (c.which) {
+  case expression::e1:
+    time_passes("1 pass: add_out with alpha", [&] { at::add_out(z, y, x, in::a); });
+    break;
+  case expression::e2:
+    time_passes("3 passes: mul_out, add_out, sub_out with alpha", [&] {
+      at::mul_out(z, x, in::a);
+      at::add_out(z, z, y, in::b);
+      at::sub_out(z, z, w, in::c);
+    });
+    break;
+  case expression::e3: {
+    at::Tensor tanh_w = at::empty({n}, at::kFloat);
+    time_passes("5 passes: mul_out, neg_, exp_, tanh_out, addcmul_out", [&] {
+      at::mul_out(z, x, x);
+      at::neg_(z);
+      at::exp_(z);
+      at::tanh_out(tanh_w, w);
+      at::addcmul_out(z, tanh_w, z, y);
+    });
+    break;
+  }
+  case expression::e4:
+    time_passes("2 passes: addcmul_out, relu_", [&] {
+      at::addcmul_out(z, w, x, y);
+      at::relu_(z);
+    });
+    break;
+  case expression::sum_xy: {
+    at::Tensor sum = at::empty({}, at::kFloat);
+    time_sum(state, c, [&] {
+      at::dot_out(sum, x, y);
+      return *sum.data_ptr<float>();
+    });
+    check_sum(state, *sum.data_ptr<float>(), n);
+    state.SetLabel("1 pass: dot_out");
+    break;
+  }
+  }
+}
+
 } // namespace
 
 void xlite::bench::register_torch() {
   register_sized("triad", "torch", run_triad_torch, triad_sizes);
   register_sized("sgemm", "torch", run_sgemm_torch, sgemm_sizes);
+  register_expressions("torch", run_expression_torch);
 }

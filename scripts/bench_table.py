@@ -21,6 +21,7 @@ from dataclasses import dataclass
 XLITE = "xlite"
 LIMIT = "limit"
 PEAK_FMA = "peak_fma"  # the limit of FLOP-rated cases that have no limit row of their own
+TRIAD = "triad"  # its limit, the machine's bandwidth, bounds byte-rated cases that have none
 
 # Parts of a name that are Google Benchmark's run settings, not args. "threads:<t>" stays:
 # it is an arg in xlite's convention, whoever set it.
@@ -32,7 +33,8 @@ rate        GB/s for memory-bound cases (bytes as STREAM counts them), GFLOP/s f
 xlite/impl  xlite's rate over this row's rate, same case and args: > 1 means xlite is
             faster; '-' where the case has no xlite row yet
 of limit    this row's rate over the machine's limit: the case's 'limit' row, or for a
-            FLOP-rated case without one, peak_fma/limit at the same thread count"""
+            case without one, triad/limit at the same args (GB/s: the bandwidth) or
+            peak_fma/limit at the same thread count (GFLOP/s)"""
 
 
 class InputError(Exception):
@@ -124,13 +126,20 @@ def table(rows: list[Row]) -> list[list[str]]:
     def measured(group: list[Row], impl: str) -> Row | None:
         return next((r for r in group if r.impl == impl and r.rate), None)
 
+    def shared_limit(group: list[Row], args: str) -> Row | None:
+        """The limit of a case without a limit row: the bandwidth or the FMA peak."""
+        units = {r.unit for r in group if r.rate}
+        if units == {"GB/s"}:
+            return measured(groups.get((TRIAD, args), []), LIMIT)
+        if units == {"GFLOP/s"}:
+            return measured(peak_fma.get(threads_of(args), []), LIMIT)
+        return None
+
     lines = [["case", "args", "impl", "rate", "", "xlite/impl", "of limit", "note"]]
     previous_case = None
     for (case, args), group in groups.items():
         xlite = measured(group, XLITE)
-        limit = measured(group, LIMIT)
-        if limit is None and all(r.unit == "GFLOP/s" for r in group if r.rate):
-            limit = measured(peak_fma.get(threads_of(args), []), LIMIT)
+        limit = measured(group, LIMIT) or shared_limit(group, args)
         if previous_case is not None and case != previous_case:
             lines.append([])
         for i, row in enumerate(sorted(group, key=impl_order)):

@@ -1,0 +1,79 @@
+// xtensor's expression cases in xtensor's fastest forms: built with XTENSOR_USE_XSIMD (CMake
+// defines it for this file only: no other file of the program includes xtensor), 1-D
+// adaptors over the shared buffers (xt::adapt, no copy), and xt::noalias(z) = ..., one SIMD
+// pass; a plain z = ... evaluates into a temporary first and runs at a fraction of the rate
+// (half in cache, a sixth from DRAM, measured while writing this). The sum is
+// xt::sum(x * y)(), the lazy reduction of the lazy product: xtensor 0.24's reducers have no
+// SIMD path, so it is a scalar loop, and evaluation_strategy::immediate or an explicit axis
+// is slower still. xtensor runs on one thread unless built with TBB or OpenMP, which
+// Debian's is not, so with two threads each one adapts and assigns its half of the range.
+
+#ifndef XTENSOR_USE_XSIMD
+#error "peer_xtensor.cpp is xtensor at its best, with xsimd: compile it with -DXTENSOR_USE_XSIMD"
+#endif
+
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xnoalias.hpp>
+#include <xtensor/xtensor.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "bench_common.hpp"
+#include "expressions.hpp"
+
+namespace {
+
+using namespace xlite::bench;
+
+// The elements [begin, end) of a buffer as a 1-D xtensor, without copying.
+template <class T>
+auto part(T* data, std::int64_t begin, std::int64_t end) {
+  const auto size = static_cast<std::size_t>(end - begin);
+  return xt::adapt(data + begin, size, xt::no_ownership(), std::array<std::size_t, 1>{size});
+}
+
+constexpr float a = expression_inputs::a;
+constexpr float b = expression_inputs::b;
+constexpr float c = expression_inputs::c;
+
+struct xtensor_kernels {
+  static void e1(expression_operands& o, std::int64_t begin, std::int64_t end) {
+    auto z = part(o.z.data(), begin, end);
+    const auto x = part(o.x.data(), begin, end);
+    const auto y = part(o.y.data(), begin, end);
+    xt::noalias(z) = a * x + y;
+  }
+  static void e2(expression_operands& o, std::int64_t begin, std::int64_t end) {
+    auto z = part(o.z.data(), begin, end);
+    const auto x = part(o.x.data(), begin, end);
+    const auto y = part(o.y.data(), begin, end);
+    const auto w = part(o.w.data(), begin, end);
+    xt::noalias(z) = a * x + b * y - c * w;
+  }
+  static void e3(expression_operands& o, std::int64_t begin, std::int64_t end) {
+    auto z = part(o.z.data(), begin, end);
+    const auto x = part(o.x.data(), begin, end);
+    const auto y = part(o.y.data(), begin, end);
+    const auto w = part(o.w.data(), begin, end);
+    xt::noalias(z) = xt::exp(-x * x) * y + xt::tanh(w);
+  }
+  static void e4(expression_operands& o, std::int64_t begin, std::int64_t end) {
+    auto z = part(o.z.data(), begin, end);
+    const auto x = part(o.x.data(), begin, end);
+    const auto y = part(o.y.data(), begin, end);
+    const auto w = part(o.w.data(), begin, end);
+    xt::noalias(z) = xt::maximum(x * y + w, 0.0f);
+  }
+  static float sum_xy(const expression_operands& o, std::int64_t begin, std::int64_t end) {
+    const auto x = part(o.x.data(), begin, end);
+    const auto y = part(o.y.data(), begin, end);
+    return xt::sum(x * y)();
+  }
+};
+
+} // namespace
+
+void xlite::bench::register_xtensor() { register_split_expressions<xtensor_kernels>("xtensor"); }

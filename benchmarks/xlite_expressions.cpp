@@ -1,0 +1,62 @@
+// xlite's expression cases, written as a user writes them: xlite::tensor<float> operands,
+// `z = <expression>;` into an existing tensor of the same shape (evaluated in place, one
+// fused pass), xlite::sum(x * y) for the reduction, and a thread pool of the row's thread
+// count installed with scoped_thread_pool. The benchmark fails if an assignment replaces
+// z's storage: that would mean a temporary in the timed loop.
+
+#include <algorithm>
+#include <cstdint>
+
+#include "bench_common.hpp"
+#include "expressions.hpp"
+#include "xlite/expr.hpp"
+
+namespace {
+
+using namespace xlite::bench;
+
+// A copy of one of the shared inputs, as a 1-D tensor.
+xlite::tensor<float> tensor_of(const aligned_floats& values) {
+  xlite::tensor<float> t(xlite::tensor<float>::uninitialized, xlite::shape{values.size()});
+  std::copy_n(values.data(), values.size(), t.data());
+  return t;
+}
+
+void run_expression_xlite(benchmark::State& state, const expression_case& c) {
+  using in = expression_inputs;
+  const std::int64_t n = size_arg(state);
+  const in& inputs = in::of_size(n);
+  const xlite::tensor<float> x = tensor_of(inputs.x);
+  const xlite::tensor<float> y = tensor_of(inputs.y);
+  const xlite::tensor<float> w = tensor_of(inputs.w);
+  xlite::tensor<float> z(xlite::shape{n});
+  xlite::thread_pool pool(static_cast<std::size_t>(threads_arg(state)));
+  xlite::scoped_thread_pool use(pool);
+  const float* const storage = z.data();
+  const auto time_assignment = [&](auto evaluate) {
+    time_elementwise(state, c, evaluate);
+    if (z.data() != storage) return state.SkipWithError("the assignment replaced z's storage: a temporary");
+    check_elements(state, c.which, z.data(), n);
+  };
+  switch (c.which) {
+  case expression::e1:
+    time_assignment([&] { z = in::a * x + y; });
+    break;
+  case expression::e2:
+    time_assignment([&] { z = in::a * x + in::b * y - in::c * w; });
+    break;
+  case expression::e3:
+    time_assignment([&] { z = xlite::exp(-x * x) * y + xlite::tanh(w); });
+    break;
+  case expression::e4:
+    time_assignment([&] { z = xlite::max(x * y + w, 0.0f); });
+    break;
+  case expression::sum_xy:
+    check_sum(state, time_sum(state, c, [&] { return xlite::sum(x * y)(); }), n);
+    break;
+  }
+}
+
+} // namespace
+
+void xlite::bench::register_xlite_expressions() { register_expressions("xlite", run_expression_xlite); }
