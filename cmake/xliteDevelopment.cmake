@@ -22,8 +22,8 @@ if(XLITE_SANITIZE)
   target_compile_options(xlite_development INTERFACE
     -fsanitize=${XLITE_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   if(XLITE_SANITIZE MATCHES "undefined")
-    # xsimd 8's generic exp/pow convert out-of-range doubles (-inf) to int64 with a C++ cast
-    # inside their SSE2 paths and then discard the result; the check would stop there.
+    # xsimd 8's SSE2 double exp, pow and trunc (under floor, ceil, round) convert NaN and
+    # +-Inf to int64 with a C++ cast and then discard the result; the check stops there.
     target_compile_options(xlite_development INTERFACE -fno-sanitize=float-cast-overflow)
   endif()
   target_link_options(xlite_development INTERFACE -fsanitize=${XLITE_SANITIZE})
