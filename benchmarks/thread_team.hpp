@@ -3,21 +3,23 @@
 // A fork-join team of std::threads, for the impls that have no threads of their own (the
 // hand-written xsimd loop, Eigen's and xtensor's element-wise expressions): what a user of
 // those libraries writes to run a loop on t cores, at its cheapest. [0, n) is split into t
-// equal parts, one per thread, the calling thread included. Idle workers spin rather than
-// sleep, so a call costs a cache-line round trip, not a wake-up: the split costs these peers
-// as little as it can, and a rate below theirs on small arrays is the cost of the impl's
-// own threading.
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
+// equal parts, which the threads, the calling one included, claim from a counter. A
+// waiting thread spins for up to spin_time before it sleeps, as in xlite's pool (both wait
+// with xlite::detail::wait_for_change), so back-to-back calls cost a cache-line round trip,
+// not a wake-up: the split costs these peers as little as it can, and a rate below theirs
+// on small arrays is the cost of the impl's own threading. On a busy machine, claiming lets
+// the caller run a part whose worker is not running, and sleeping keeps a wait from taking
+// a whole time slice.
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+#include "xlite/core/spin_wait.hpp"
 
 namespace xlite::bench {
 
@@ -27,11 +29,13 @@ public:
   static constexpr std::int64_t part_alignment = 1024;
 
   explicit thread_team(int threads) : partial_sums_(static_cast<std::size_t>(std::max(threads, 1))) {
-    for (int part = 1; part < threads; ++part) workers_.emplace_back([this, part] { work(part); });
+    for (int worker = 1; worker < threads; ++worker) workers_.emplace_back([this] { work(); });
   }
 
   ~thread_team() {
     stopping_.store(true, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release); // wakes the workers, which see stopping_
+    generation_.notify_all();
     for (std::thread& worker : workers_) worker.join();
   }
 
@@ -49,6 +53,7 @@ public:
   // The sum of body(begin, end) over the parts of [0, n), added in part order.
   template <class Body>
   float sum_parts(std::int64_t n, Body&& body) {
+    for (padded_float& partial : partial_sums_) partial.value = 0.0f; // an empty part is not run
     run(n, [&](int part, std::int64_t begin, std::int64_t end) {
       partial_sums_[static_cast<std::size_t>(part)].value = body(begin, end);
     });
@@ -70,54 +75,50 @@ private:
     call_ = [](void* f, int part, std::int64_t begin, std::int64_t end) {
       (*static_cast<std::remove_reference_t<Body>*>(f))(part, begin, end);
     };
-    if (workers_.empty()) {
-      run_part(0);
-      return;
+    finished_.store(0, std::memory_order_relaxed);
+    next_part_.store(0, std::memory_order_release); // publishes the job to workers still claiming
+    if (!workers_.empty()) {
+      generation_.fetch_add(1, std::memory_order_release); // and to the others
+      generation_.notify_all();                            // a system call only if a worker sleeps
     }
-    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release); // publishes the job
-    run_part(0);
-    while (pending_.load(std::memory_order_acquire) != 0) pause();
+    run_parts();
+    for (int finished = finished_.load(std::memory_order_acquire); finished != size();) {
+      finished = xlite::detail::wait_for_change(finished_, finished, spin_time);
+    }
   }
 
-  void run_part(int part) const {
-    const std::int64_t threads = size();
-    const std::int64_t share = (n_ + threads - 1) / threads;
-    const std::int64_t length = (share + part_alignment - 1) / part_alignment * part_alignment;
-    const std::int64_t begin = std::min(n_, part * length);
-    const std::int64_t end = std::min(n_, begin + length);
-    if (begin < end) call_(body_, part, begin, end);
+  // Claims parts of the current job and runs them until none is left.
+  void run_parts() {
+    const int parts = size();
+    for (int part; (part = next_part_.fetch_add(1, std::memory_order_acquire)) < parts;) {
+      const std::int64_t share = (n_ + parts - 1) / parts;
+      const std::int64_t length = (share + part_alignment - 1) / part_alignment * part_alignment;
+      const std::int64_t begin = std::min(n_, part * length);
+      const std::int64_t end = std::min(n_, begin + length);
+      if (begin < end) call_(body_, part, begin, end);
+      if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == parts) finished_.notify_one();
+    }
   }
 
-  void work(int part) {
-    std::uint64_t seen = 0;
+  void work() {
+    std::uint32_t seen = 0;
     for (;;) {
-      std::uint64_t generation;
-      while ((generation = generation_.load(std::memory_order_acquire)) == seen) {
-        if (stopping_.load(std::memory_order_relaxed)) return;
-        pause();
-      }
-      seen = generation;
-      run_part(part);
-      pending_.fetch_sub(1, std::memory_order_release);
+      seen = xlite::detail::wait_for_change(generation_, seen, spin_time);
+      if (stopping_.load(std::memory_order_relaxed)) return;
+      run_parts();
     }
   }
 
-  static void pause() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    _mm_pause();
-#else
-    std::this_thread::yield();
-#endif
-  }
+  static constexpr std::chrono::microseconds spin_time{200};
 
-  // The job: written by the calling thread before it bumps generation_, read by the workers after.
+  // The job: written by the calling thread before it resets next_part_, read after a claim.
   std::int64_t n_ = 0;
   void* body_ = nullptr;
   call_type call_ = nullptr;
   std::vector<padded_float> partial_sums_;
-  std::atomic<std::uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int> next_part_{0};            // the next part to claim; the job is over at size()
+  std::atomic<int> finished_{0};             // parts run to the end
+  std::atomic<std::uint32_t> generation_{0}; // counts jobs (32 bits: what the kernel's futex waits on)
   std::atomic<bool> stopping_{false};
   std::vector<std::thread> workers_; // last: the workers start once everything above exists
 };

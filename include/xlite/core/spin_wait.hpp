@@ -1,0 +1,59 @@
+#pragma once
+
+// Waiting for another thread's next step: spin for a short while, then get off the core.
+// A thread that sees the step within nanoseconds is what makes a parallel loop of a few
+// microseconds worth splitting; one that keeps spinning when no step comes steals the core
+// from the thread it waits for.
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace xlite::detail {
+
+// Tells the core that this thread is spinning (frees its resources for the sibling
+// hyperthread, and keeps the spin from flooding the memory system).
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Calls done() until it returns true: spinning for up to `spin`, then yielding the core
+// between calls, for a wait that no notify ends.
+template <class Done>
+void spin_until(Done&& done, std::chrono::microseconds spin) {
+  const auto spin_end = std::chrono::steady_clock::now() + spin;
+  for (unsigned tries = 1; !done(); ++tries) {
+    // Reading the clock costs as much as dozens of pauses: do it every 64th try.
+    if (tries % 64 == 0 && std::chrono::steady_clock::now() > spin_end) {
+      std::this_thread::yield();
+    } else {
+      cpu_relax();
+    }
+  }
+}
+
+// Waits until `value` is no longer `old` and returns what it is: spins for up to `spin`, then
+// sleeps in value.wait(), which a value.notify_one/notify_all after the change ends (the
+// notify costs a system call only while some thread sleeps).
+template <class T>
+T wait_for_change(const std::atomic<T>& value, T old, std::chrono::microseconds spin) {
+  const auto spin_end = std::chrono::steady_clock::now() + spin;
+  for (unsigned tries = 1;; ++tries) {
+    const T now = value.load(std::memory_order_acquire);
+    if (now != old) return now;
+    if (tries % 64 == 0 && std::chrono::steady_clock::now() > spin_end) break;
+    cpu_relax();
+  }
+  value.wait(old, std::memory_order_acquire);
+  return value.load(std::memory_order_acquire);
+}
+
+} // namespace xlite::detail
