@@ -1,18 +1,14 @@
 // The fused loop of expr/evaluate.hpp: broadcasting layouts of rank 0 to 5 against a naive
 // loop, on every path and on the scalar path; outputs large enough to be split over the
-// thread pool; the same bits for any number of threads; empty and rank-0 tensors; shared
-// subexpressions; expressions that own their temporaries.
+// thread pool; the same bits for any number of threads. (Empty and rank-0 tensors, shared
+// subexpressions, lifetimes: evaluate_cases.cpp.)
 //
 // Most checks here are bitwise: the expressions use ops that IEEE rounds once each, so the
 // naive loop, written in the element type, must give the same bits.
 
 #include "reference.hpp"
 
-#include <xlite/expr/xtensor.hpp>
-
 #include <catch2/catch.hpp>
-
-#include <xtensor/xadapt.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +17,6 @@
 #include <utility>
 #include <vector>
 
-using Catch::Matchers::Contains;
 using xlite::shape;
 using xlite::tensor;
 using namespace xlite_test;
@@ -209,9 +204,9 @@ TEST_CASE("evaluate: a loop over broadcast rows gives the same bits for 1, 2, 3,
   check_thread_counts(in, rows_expression);
 }
 
-// Run by CTest with XLITE_NUM_THREADS=2 (tests/expr/CMakeLists.txt), both cases in one
-// process: the default pool, sized once per process from the environment, gives the bits of
-// a one-thread pool.
+// Run by CTest with XLITE_NUM_THREADS=2 (tests/expr/CMakeLists.txt), with the cases of the
+// same tag in reduce.cpp, in one process: the default pool, sized once per process from the
+// environment, gives the bits of a one-thread pool.
 TEST_CASE("evaluate: XLITE_NUM_THREADS=2 gives the bits of one thread", "[.xlite_num_threads_2]") {
   REQUIRE(xlite::default_thread_pool().num_threads() == 2);
   const thread_inputs in = make_thread_inputs();
@@ -219,14 +214,10 @@ TEST_CASE("evaluate: XLITE_NUM_THREADS=2 gives the bits of one thread", "[.xlite
     INFO(path_name());
     const tensor<float> flat = flat_expression(in);
     const tensor<double> scalar = scalar_expression(in);
-    const tensor<float> total = xlite::sum(in.x * in.z, {1});
-    const tensor<float> columns = xlite::mean(in.x * in.z, {0});
     xlite::thread_pool one(1);
     xlite::scoped_thread_pool use(one);
     CHECK(bitwise_equal(flat, flat_expression(in)));
     CHECK(bitwise_equal(scalar, scalar_expression(in)));
-    CHECK(bitwise_equal(total, xlite::sum(in.x * in.z, {1})));
-    CHECK(bitwise_equal(columns, xlite::mean(in.x * in.z, {0})));
   });
 }
 
@@ -241,99 +232,5 @@ TEST_CASE("evaluate: XLITE_NUM_THREADS=2 gives the bits of one thread over broad
     xlite::thread_pool one(1);
     xlite::scoped_thread_pool use(one);
     CHECK(bitwise_equal(rows, rows_expression(in)));
-  });
-}
-
-TEST_CASE("evaluate: empty tensors give empty results of the broadcast shape", "[evaluate][empty]") {
-  const tensor<float> empty(shape{3, 0, 2}), row{1.5f, 2.5f}, scalar(shape{}, 4.0f);
-  xlite_test::for_each_isa_path([&](xlite::isa) {
-    const tensor<float> a = empty * row + scalar;
-    CHECK(a.shape() == shape{3, 0, 2});
-    CHECK(a.size() == 0);
-    const tensor<float> b = xlite::exp(tensor<float>(shape{0}));
-    CHECK(b.shape() == shape{0});
-    const tensor<bool> m = empty > scalar;
-    CHECK(m.shape() == shape{3, 0, 2});
-    // (0, 1) against (1, 5): zero rows of five.
-    const tensor<float> c = tensor<float>(shape{0, 1}) - tensor<float>(shape{1, 5}, 2.0f);
-    CHECK(c.shape() == shape{0, 5});
-    // Assigning an empty result replaces a non-empty tensor's shape.
-    tensor<float> d{1, 2, 3};
-    d = empty * 2.0f;
-    CHECK(d.shape() == shape{3, 0, 2});
-    tensor<float> e(shape{0});
-    e = row * 2.0f;
-    CHECK(e == tensor<float>{3.0f, 5.0f});
-  });
-}
-
-TEST_CASE("evaluate: rank-0 tensors are scalars that broadcast", "[evaluate][rank0]") {
-  const tensor<float> two(shape{}, 2.0f), three(shape{}, 3.0f);
-  const tensor<double> x{1.0, -2.0, 4.0};
-  xlite_test::for_each_isa_path([&](xlite::isa) {
-    const tensor<float> five = two + three;
-    CHECK(five.shape() == shape{});
-    CHECK(five() == 5.0f);
-    const tensor<float> e = xlite::exp(two) * three;
-    CHECK(e.rank() == 0);
-    CHECK(e() == Approx(std::exp(2.0f) * 3.0f).epsilon(1e-6));
-    const tensor<double> y = x * xlite::cast<double>(two) - 1.0;
-    CHECK(y == tensor<double>{1.0, -5.0, 7.0});
-    const tensor<bool> m = two < three;
-    CHECK(m.shape() == shape{});
-    CHECK(m() == true);
-    const tensor<float> s = xlite::scalar(2.0f) * three; // a scalar leaf and a rank-0 tensor
-    CHECK(s.shape() == shape{});
-    CHECK(s() == 6.0f);
-  });
-}
-
-TEST_CASE("evaluate: an expression keeps the temporaries it was built from", "[evaluate][lifetime]") {
-  const tensor<float> x{1, 2, 3};
-  const auto e = x * tensor<float>{10, 20, 30} + xlite::exp(tensor<float>(shape{}, 0.0f));
-  const auto copy = e;
-  xlite_test::for_each_isa_path([&](xlite::isa) {
-    CHECK(tensor<float>(e) == tensor<float>{11, 41, 91});
-    CHECK(xlite::eval(copy) == tensor<float>{11, 41, 91});
-  });
-}
-
-TEST_CASE("evaluate: a repeated subexpression gives the values of the unshared expression", "[evaluate][cse]") {
-  // Ops that round once each, and no product that is then added to (which a compiler may
-  // contract into an fma in one expression and not in the other, see assign.cpp).
-  rng g(17);
-  const tensor<float> a = random_tensor<float>(g, shape{4, 33}, -2, 2), b = random_tensor<float>(g, shape{33}, -2, 2);
-  const tensor<float> c = random_tensor<float>(g, shape{4, 1}, -2, 2);
-  const tensor<float> ab = a - b, cb = c - b;
-  xlite_test::for_each_isa_path([&](xlite::isa) {
-    INFO(path_name());
-    const auto shared = (a - b) * xlite::sqrt(xlite::abs(a - b)) / ((a - b) + 3.0f);
-    CHECK(xlite::expr::shared_subexpression_count(shared) == 1);
-    CHECK(bitwise_equal(tensor<float>(shared), tensor<float>(ab * xlite::sqrt(xlite::abs(ab)) / (ab + 3.0f))));
-    // The same node types over other tensors (broadcast differently) are computed apart.
-    const auto distinct = (a - b) * xlite::sqrt(xlite::abs(c - b)) / ((a - b) + 3.0f);
-    CHECK(xlite::expr::shared_subexpression_count(distinct) == 0);
-    CHECK(bitwise_equal(tensor<float>(distinct), tensor<float>(ab * xlite::sqrt(xlite::abs(cb)) / (ab + 3.0f))));
-  });
-}
-
-TEST_CASE("evaluate: leaves over the same memory with different shapes are not one subexpression", "[evaluate][cse]") {
-  // xlite::adapt of two xtensor adaptors of one buffer: (3,) is its first row, (2, 3) all of
-  // it. exp of each is the same node type with the same data pointer, but not the same values.
-  std::vector<float> buffer{0, 1, 2, 3, 4, 5};
-  const auto row = xt::adapt(buffer.data(), 3, xt::no_ownership(), std::vector<std::size_t>{3});
-  const auto matrix = xt::adapt(buffer.data(), 6, xt::no_ownership(), std::vector<std::size_t>{2, 3});
-  const auto e = xlite::exp(xlite::adapt(row)) + xlite::exp(xlite::adapt(matrix));
-  CHECK(xlite::expr::shared_subexpression_count(e) == 0);
-  xlite_test::for_each_isa_path([&](xlite::isa) {
-    INFO(path_name());
-    const tensor<float> got = e;
-    for (std::size_t r = 0; r < 2; ++r) {
-      for (std::size_t k = 0; k < 3; ++k) {
-        const float want = std::exp(buffer[k]) + std::exp(buffer[3 * r + k]);
-        INFO("element (" << r << ", " << k << "): " << got(r, k) << ", want " << want);
-        CHECK(ulp_distance(got(r, k), want) <= 4);
-      }
-    }
   });
 }

@@ -375,4 +375,53 @@ void check_reduction(std::uint64_t seed, bool fused, selection which = selection
   }
 }
 
+// Large reductions of x * y (float, y broadcast): outputs and reduced counts big enough for
+// several accumulation blocks and for the thread pool. Each of the ops O is checked against
+// the naive loop and gives the same bits for 1, 2, 3, 5 and 8 threads, on every path.
+template <op... O>
+void check_large_reductions(std::uint64_t seed) {
+  static_assert(xlite::expr::reduction_block == 1 << 14);
+  rng g(seed);
+  struct large_case {
+    shape x, y;
+    reduction_spec spec;
+  };
+  const std::vector<large_case> cases = {
+      {shape{200003}, shape{}, {true, {}, false}},          // one output, 13 blocks
+      {shape{3, 50001}, shape{50001}, {false, {1}, false}}, // rows of several blocks
+      {shape{40001, 5}, shape{5}, {false, {-1}, true}},     // many short rows
+      {shape{5, 40001}, shape{5, 1}, {false, {0}, false}},  // columns: SIMD across outputs
+      {shape{7, 3, 3001}, shape{3, 1}, {false, {2, 0}, false}},
+  };
+  for (const large_case& c : cases) {
+    const tensor<float> x = random_tensor<float>(g, c.x, domain{{part::magnitude, -4, 4}, {part::uniform, -1, 1}});
+    const tensor<float> y = random_tensor<float>(g, c.y, 0.5, 1.5);
+    std::vector<long double> values(static_cast<std::size_t>(x.size()));
+    const auto yi = broadcast_index(x.shape(), y.shape());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<long double>(x.data()[i] * y.data()[yi[i]]);
+    const auto reduced = reduced_dims(c.spec, c.x.rank());
+    const auto check = [&](auto o) {
+      constexpr op Op = decltype(o)::value;
+      if constexpr (Op == op::argmax) { // one axis or all; other axes than the last: [!mayfail]
+        if (c.spec.axes.size() > 1 || argmax_over_outer_axis(c.x, reduced)) return;
+      }
+      const naive_result want = naive_reduce(Op, c.x, values, reduced, c.spec.keep);
+      xlite_test::for_each_isa_path([&](xlite::isa) {
+        decltype(reduce_with<Op>(x * y, c.spec)) one;
+        for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{5}, std::size_t{8}}) {
+          xlite::thread_pool pool(n);
+          xlite::scoped_thread_pool use(pool);
+          INFO(name(Op) << " of x * y, x " << c.x << ", y " << c.y << ", " << describe(c.spec) << ", " << n
+                        << " threads, " << path_name());
+          const auto got = reduce_with<Op>(x * y, c.spec);
+          CHECK(compare_reduction(Op, got, want, Op == op::max || Op == op::min || Op == op::argmax) == "");
+          if (n == 1) one = got;
+          CHECK(bitwise_equal(got, one));
+        }
+      });
+    };
+    (check(std::integral_constant<op, O>{}), ...);
+  }
+}
+
 } // namespace xlite_test

@@ -31,6 +31,7 @@ TEST_CASE("reduce: integer reductions are exact; sum and prod accumulate in int6
   const tensor<std::int32_t> big(shape{3, 50001}, 100000);
   const tensor<std::uint8_t> bytes(shape{1000}, 250);
   const tensor<bool> mask{true, false, true, true};
+  const tensor<std::int32_t> none(shape{0}), no_columns(shape{2, 0});
   xlite_test::for_each_isa_path([&](xlite::isa) {
     CHECK(xlite::sum(big)() == std::int64_t{3} * 50001 * 100000);
     CHECK(xlite::sum(big, {0}) == tensor<std::int64_t>(shape{50001}, 300000));
@@ -39,6 +40,8 @@ TEST_CASE("reduce: integer reductions are exact; sum and prod accumulate in int6
     CHECK(xlite::sum(mask)() == 3);
     CHECK(xlite::prod(mask)() == 0);
     CHECK(xlite::sum(big > 0)() == 3 * 50001); // a count of a comparison, fused
+    CHECK(xlite::sum(none)() == 0);            // empty: 0 and 1
+    CHECK(xlite::prod(no_columns, {1}) == tensor<std::int64_t>{1, 1});
   });
 }
 

@@ -67,7 +67,11 @@ public:
   }
 
   friend constexpr bool operator==(const shape& a, const shape& b) noexcept {
-    return std::ranges::equal(a.dims(), b.dims());
+    if (a.rank_ != b.rank_) return false;
+    for (std::size_t axis = 0; axis < a.rank_; ++axis) { // a loop, not a memcmp call: shapes are short
+      if (a.dims_[axis] != b.dims_[axis]) return false;
+    }
+    return true;
   }
 
   // "(2, 3)", "(4,)" for rank 1 and "()" for rank 0, as NumPy prints shapes.
@@ -100,6 +104,8 @@ private:
 // NumPy broadcasting: shapes are aligned at their last dimension, and each pair of
 // dimensions must be equal or contain a 1. `op` names the operation in the error message.
 inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view op) {
+  if (a == b || b.rank() == 0) return a;
+  if (a.rank() == 0) return b;
   const std::size_t rank = std::max(a.rank(), b.rank());
   std::array<std::int64_t, max_rank> dims{};
   for (std::size_t i = 0; i < rank; ++i) { // i counts from the last dimension

@@ -24,7 +24,6 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include <boost/hana/all_of.hpp>
 #include <boost/hana/find_if.hpp>
@@ -74,17 +73,28 @@ void for_each_memory_leaf(const E& e, F&& f) {
   }
 }
 
+// How many memory leaves E has (a tensor used twice counts twice).
+template <class E>
+struct memory_leaf_count : std::integral_constant<std::size_t, is_memory_leaf_v<E>> {};
+template <op O, class T, class... Operands>
+struct memory_leaf_count<node<O, T, Operands...>>
+    : std::integral_constant<std::size_t, (memory_leaf_count<Operands>::value + ... + 0)> {};
+template <class To, class Operand>
+struct memory_leaf_count<cast_node<To, Operand>> : memory_leaf_count<Operand> {};
+template <class E>
+inline constexpr std::size_t memory_leaf_count_v = memory_leaf_count<E>::value;
+
 // ---- the loop plan ----------------------------------------------------------------------------
 
 using strides_t = std::array<std::int64_t, max_rank>;
 
-// A loop nest over dimensions, with each memory leaf's stride in each (0 where broadcast).
-struct loop_plan {
+// A loop nest over dimensions, the last fastest.
+struct loop_nest {
   std::size_t rank = 1; // at least 1
   strides_t dims{};
-  std::vector<strides_t> leaf_strides;        // per memory leaf, in elements
   std::array<std::uint8_t, max_rank> group{}; // which group of make_plan each dimension came from
-  bool contiguous = true;                     // one flat run that every leaf walks with stride 1
+  bool contiguous = true;      // one flat run that every leaf walks with stride 1
+  bool rows_contiguous = true; // every leaf walks the innermost dimension with stride 1 (none broadcast in it)
 
   // The dimensions of one group, as [first, last).
   std::pair<std::size_t, std::size_t> span_of(std::uint8_t g) const {
@@ -99,6 +109,12 @@ struct loop_plan {
     for (std::size_t d = dims_span.first; d < dims_span.second; ++d) n *= dims[d];
     return n;
   }
+};
+
+// The loop nest with each memory leaf's stride in each dimension (0 where broadcast).
+template <std::size_t Leaves>
+struct loop_plan : loop_nest {
+  std::array<strides_t, Leaves> leaf_strides{}; // per memory leaf, in elements
 };
 
 // The strides with which a leaf of shape `leaf` is read when broadcast to `target`.
@@ -118,15 +134,15 @@ inline strides_t broadcast_strides(const xlite::shape& target, const xlite::shap
 // leaf steps through the pair as through one dimension, within a group only. `group` gives
 // each dimension's group, non-decreasing; a group left with no dimension (all length 1) is
 // given one of length 1, so that every group has a place in the plan.
-inline loop_plan make_plan(std::span<const std::int64_t> dims, const std::vector<strides_t>& strides,
-                           std::span<const std::uint8_t> group) {
-  loop_plan plan;
-  plan.leaf_strides.resize(strides.size());
+template <std::size_t Leaves>
+loop_plan<Leaves> make_plan(std::span<const std::int64_t> dims, const std::array<strides_t, Leaves>& strides,
+                            std::span<const std::uint8_t> group) {
+  loop_plan<Leaves> plan;
   std::size_t kept = 0;
   const auto keep = [&](std::int64_t dim, std::uint8_t g, std::size_t source) {
     plan.dims[kept] = dim;
     plan.group[kept] = g;
-    for (std::size_t l = 0; l < strides.size(); ++l) plan.leaf_strides[l][kept] = dim == 1 ? 0 : strides[l][source];
+    for (std::size_t l = 0; l < Leaves; ++l) plan.leaf_strides[l][kept] = dim == 1 ? 0 : strides[l][source];
     ++kept;
   };
   for (std::size_t d = 0; d < dims.size(); ++d) {
@@ -149,23 +165,33 @@ inline loop_plan make_plan(std::span<const std::int64_t> dims, const std::vector
     for (auto& st : plan.leaf_strides) st[write] = st[d];
   }
   plan.rank = write + 1;
-  plan.contiguous = plan.rank == 1 && std::all_of(plan.leaf_strides.begin(), plan.leaf_strides.end(),
-                                                  [](const strides_t& st) { return st[0] == 1; });
+  plan.rows_contiguous = std::all_of(plan.leaf_strides.begin(), plan.leaf_strides.end(),
+                                     [&](const strides_t& st) { return st[plan.rank - 1] == 1; });
+  plan.contiguous = plan.rank == 1 && plan.rows_contiguous;
   return plan;
 }
 
+// Each memory leaf's strides when broadcast to `target`, in tree order, with dimension d
+// of the result taken from dimension order[d] of target.
 template <class E>
-std::vector<xlite::shape> memory_leaf_shapes(const E& e) {
-  std::vector<xlite::shape> shapes;
-  for_each_memory_leaf(e, [&](const void*, const xlite::shape& s, std::size_t) { shapes.push_back(s); });
-  return shapes;
+std::array<strides_t, memory_leaf_count_v<E>> leaf_strides(const E& e, const xlite::shape& target,
+                                                           std::span<const std::size_t> order) {
+  std::array<strides_t, memory_leaf_count_v<E>> strides{};
+  std::size_t leaf = 0;
+  for_each_memory_leaf(e, [&](const void*, const xlite::shape& s, std::size_t) {
+    const strides_t full = broadcast_strides(target, s);
+    for (std::size_t d = 0; d < order.size(); ++d) strides[leaf][d] = full[order[d]];
+    ++leaf;
+  });
+  return strides;
 }
 
 // The loop for writing e element by element into a tensor of e's shape.
 template <class E>
-loop_plan plan_elementwise(const E& e) {
-  std::vector<strides_t> strides;
-  for (const xlite::shape& leaf : memory_leaf_shapes(e)) strides.push_back(broadcast_strides(e.shape, leaf));
+loop_plan<memory_leaf_count_v<E>> plan_elementwise(const E& e) {
+  static constexpr std::array<std::size_t, max_rank> same_order{0, 1, 2, 3, 4, 5, 6, 7};
+  static_assert(max_rank == 8);
+  const auto strides = leaf_strides(e, e.shape, std::span(same_order.data(), e.shape.rank()));
   const std::array<std::uint8_t, max_rank> one_group{};
   return make_plan(e.shape.dims(), strides, std::span(one_group.data(), e.shape.rank()));
 }
@@ -198,37 +224,32 @@ xsimd::batch_bool<To, A> convert_mask(const xsimd::batch_bool<From, A>& m) {
 
 // ---- common subexpressions ------------------------------------------------------------------
 
-// A subexpression's identity: its leaves' addresses, shapes and scalar values, in tree order. Two
-// occurrences of one node type with the same identity compute the same values.
+// Whether two subexpressions of one type compute the same values: the same leaves, by
+// address and shape (one buffer seen as (3,) and as (2, 3) is two leaves), and scalars of
+// the same bits.
 template <class E>
-void append_identity(const E& e, std::vector<std::uint64_t>& key) {
+bool same_computation(const E& a, const E& b) {
   if constexpr (is_memory_leaf_v<E>) {
-    key.push_back(reinterpret_cast<std::uintptr_t>(e.data));
-    key.push_back(e.shape.rank()); // one buffer seen as (3,) and as (2, 3) is two leaves
-    for (const std::int64_t dim : e.shape) key.push_back(static_cast<std::uint64_t>(dim));
+    return a.data == b.data && a.shape == b.shape;
   } else if constexpr (is_scalar_leaf_v<E>) {
-    std::uint64_t bits = 0;
-    const auto value = e.value;
-    std::memcpy(&bits, &value, sizeof(value));
-    key.push_back(bits);
-  } else if constexpr (requires { e.operands; }) {
-    std::apply([&](const auto&... o) { (append_identity(o, key), ...); }, e.operands);
+    return std::memcmp(&a.value, &b.value, sizeof a.value) == 0;
+  } else if constexpr (requires { a.operands; }) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return (same_computation(std::get<I>(a.operands), std::get<I>(b.operands)) && ...);
+    }(std::make_index_sequence<std::tuple_size_v<decltype(a.operands)>>{});
   } else {
-    append_identity(e.operand, key);
+    return same_computation(a.operand, b.operand);
   }
 }
 
-// The identities of every occurrence of node type S in e.
-template <class S, class E>
-void collect_occurrences(const E& e, std::vector<std::vector<std::uint64_t>>& found) {
-  if constexpr (std::is_same_v<S, E>) {
-    found.emplace_back();
-    append_identity(e, found.back());
-  }
+// Calls f(s) for every occurrence s of node type S in e, in tree order.
+template <class S, class E, class F>
+void for_each_occurrence(const E& e, F& f) {
+  if constexpr (std::is_same_v<S, E>) f(e);
   if constexpr (requires { e.operands; }) {
-    std::apply([&](const auto&... o) { (collect_occurrences<S>(o, found), ...); }, e.operands);
+    std::apply([&](const auto&... o) { (for_each_occurrence<S>(o, f), ...); }, e.operands);
   } else if constexpr (requires { e.operand; }) {
-    collect_occurrences<S>(e.operand, found);
+    for_each_occurrence<S>(e.operand, f);
   }
 }
 
@@ -244,10 +265,18 @@ std::array<bool, repeated_count_v<E>> find_shared(const E& e) {
   std::array<bool, repeated_count_v<E>> shared{};
   std::size_t k = 0;
   hana::for_each(repeated_t<E>{}, [&](auto type) {
-    std::vector<std::vector<std::uint64_t>> occurrences;
-    collect_occurrences<typename decltype(type)::type>(e, occurrences);
-    shared[k++] =
-        std::all_of(occurrences.begin(), occurrences.end(), [&](const auto& o) { return o == occurrences[0]; });
+    using S = typename decltype(type)::type;
+    const S* first = nullptr;
+    bool same = true;
+    auto compare = [&](const S& occurrence) {
+      if (first == nullptr) {
+        first = &occurrence;
+      } else {
+        same = same && same_computation(*first, occurrence);
+      }
+    };
+    for_each_occurrence<S>(e, compare);
+    shared[k++] = same;
   });
   return shared;
 }
@@ -294,9 +323,9 @@ struct bound;
 template <class T>
 struct bound_memory {
   const T* base;
-  strides_t strides;
-  bool inner_contiguous;
+  const std::int64_t* strides; // the loop plan's, per dimension
   const T* row;
+  bool inner_contiguous;
 
   void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
     row = base;
@@ -369,26 +398,51 @@ struct bound<node<O, T, Operands...>> {
   auto compute(std::int64_t j, Context& context) const {
     return std::apply(
         [&](const auto&... o) {
-          if constexpr (O == op::where) {
-            return where_of<Arch, L, Contiguous>(j, context, o...);
+          const auto value = kernels::elementwise<O>{}(o.template eval<Arch, L, Contiguous>(j, context)...);
+          if constexpr (std::is_same_v<T, bool> && !std::is_same_v<Arch, kernels::scalar_arch>) {
+            return convert_mask<L>(value); // a comparison of non-L operands gives their mask type
           } else {
-            const auto value = kernels::elementwise<O>{}(o.template eval<Arch, L, Contiguous>(j, context)...);
-            if constexpr (std::is_same_v<T, bool> && !std::is_same_v<Arch, kernels::scalar_arch>) {
-              return convert_mask<L>(value); // a comparison of non-L operands gives their mask type
-            } else {
-              return value;
-            }
+            return value;
           }
         },
         operands);
   }
+};
 
-private:
-  template <class Arch, class L, bool Contiguous, class Context, class C, class A, class B>
-  static auto where_of(std::int64_t j, Context& context, const C& condition, const A& a, const B& b) {
-    const auto mask = condition.template eval<Arch, L, Contiguous>(j, context);
-    const auto if_true = a.template eval<Arch, L, Contiguous>(j, context);
-    const auto if_false = b.template eval<Arch, L, Contiguous>(j, context);
+// Whether X is a where node; over a condition of type C.
+template <class X>
+inline constexpr bool is_where_node_v = false;
+template <class T, class C, class A, class B>
+inline constexpr bool is_where_node_v<node<op::where, T, C, A, B>> = true;
+template <class C, class X>
+inline constexpr bool is_where_on_v = false;
+template <class C, class T, class A, class B>
+inline constexpr bool is_where_on_v<C, node<op::where, T, C, A, B>> = true;
+
+template <class T, class C, class A, class B>
+struct bound<node<op::where, T, C, A, B>> {
+  using expression_type = node<op::where, T, C, A, B>;
+  std::tuple<bound<C>, bound<A>, bound<B>> operands;
+  // where(c, where(c, a, b), d) is where(c, a, d) and where(c, a, where(c, b, d)) is
+  // where(c, a, d): set by bind when a branch is a where whose condition is the same
+  // computation as this one's, so that the branch never taken is not computed.
+  bool true_branch_merged = false;
+  bool false_branch_merged = false;
+
+  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
+    std::apply([&](auto&... o) { (o.start_row(outer_index, outer_rank), ...); }, operands);
+  }
+
+  template <class Arch, class L, bool Contiguous, class Context>
+  auto eval(std::int64_t j, Context& context) const {
+    return eval_node<bound, Arch, L, Contiguous>(*this, j, context);
+  }
+
+  template <class Arch, class L, bool Contiguous, class Context>
+  auto compute(std::int64_t j, Context& context) const {
+    const auto mask = std::get<0>(operands).template eval<Arch, L, Contiguous>(j, context);
+    const auto if_true = branch<1, Arch, L, Contiguous>(true_branch_merged, j, context);
+    const auto if_false = branch<2, Arch, L, Contiguous>(false_branch_merged, j, context);
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
       return kernels::elementwise<op::where>{}(mask, if_true, if_false);
     } else if constexpr (std::is_same_v<T, bool>) {
@@ -396,6 +450,18 @@ private:
     } else {
       return kernels::elementwise<op::where>{}(convert_mask<T>(mask), if_true, if_false);
     }
+  }
+
+private:
+  // Operand I (1: if true, 2: if false), or, when merged, the inner where's operand I.
+  template <std::size_t I, class Arch, class L, bool Contiguous, class Context>
+  auto branch(bool merged, std::int64_t j, Context& context) const {
+    const auto& operand = std::get<I>(operands);
+    using V = value_t<T, L, Arch>;
+    if constexpr (is_where_on_v<C, std::tuple_element_t<I, std::tuple<C, A, B>>>) {
+      if (merged) return V(std::get<I>(operand.operands).template eval<Arch, L, Contiguous>(j, context));
+    }
+    return V(operand.template eval<Arch, L, Contiguous>(j, context));
   }
 };
 
@@ -445,13 +511,45 @@ struct bound_root {
   }
 };
 
-template <class E>
-bound<E> bind_tree(const E& e, const loop_plan& plan, std::size_t& leaf) {
+// Whether `branch` is a where over the same condition, computed from the same leaves.
+template <class C, class X>
+bool is_nested_where_on(const C& condition, const X& branch) {
+  if constexpr (is_where_on_v<C, X>) {
+    return same_computation(condition, std::get<0>(branch.operands));
+  } else {
+    return false;
+  }
+}
+
+// How many branches of where nodes in e the evaluator skips because they are wheres over
+// the same condition (for tests and for users checking that the rule applies).
+template <expression E>
+std::size_t merged_where_count(const E& e) {
+  std::size_t merged = 0;
+  if constexpr (is_where_node_v<E>) {
+    const auto& [condition, if_true, if_false] = e.operands;
+    merged += is_nested_where_on(condition, if_true) + is_nested_where_on(condition, if_false);
+  }
+  if constexpr (requires { e.operands; }) {
+    std::apply([&](const auto&... o) { ((merged += merged_where_count(o)), ...); }, e.operands);
+  } else if constexpr (requires { e.operand; }) {
+    merged += merged_where_count(e.operand);
+  }
+  return merged;
+}
+
+template <class E, std::size_t Leaves>
+bound<E> bind_tree(const E& e, const loop_plan<Leaves>& plan, std::size_t& leaf) {
   if constexpr (is_memory_leaf_v<E>) {
     const strides_t& st = plan.leaf_strides[leaf++];
-    return bound<E>{{e.data, st, st[plan.rank - 1] != 0, e.data}};
+    return bound<E>{{e.data, st.data(), e.data, st[plan.rank - 1] != 0}};
   } else if constexpr (is_scalar_leaf_v<E>) {
     return bound<E>{static_cast<typename E::value_type>(e.value)};
+  } else if constexpr (is_where_node_v<E>) {
+    const auto& [condition, if_true, if_false] = e.operands;
+    return bound<E>{{bind_tree(condition, plan, leaf), bind_tree(if_true, plan, leaf), bind_tree(if_false, plan, leaf)},
+                    is_nested_where_on(condition, if_true),
+                    is_nested_where_on(condition, if_false)};
   } else if constexpr (requires { e.operands; }) {
     return std::apply([&](const auto&... o) { return bound<E>{{bind_tree(o, plan, leaf)...}}; }, e.operands);
   } else {
@@ -460,8 +558,8 @@ bound<E> bind_tree(const E& e, const loop_plan& plan, std::size_t& leaf) {
 }
 
 // Binds e to a loop plan: each memory leaf takes its strides, in tree order.
-template <class E>
-bound_root<E> bind(const E& e, const loop_plan& plan) {
+template <class E, std::size_t Leaves>
+bound_root<E> bind(const E& e, const loop_plan<Leaves>& plan) {
   std::size_t leaf = 0;
   return bound_root<E>{bind_tree(e, plan, leaf), find_shared(e)};
 }
@@ -474,7 +572,10 @@ inline constexpr std::int64_t parallel_threshold = 1 << 15;
 inline constexpr std::int64_t parallel_grain = 1 << 14;
 
 template <class Arch, class L, bool Contiguous, class B, class T>
-void run_row(const B& expr, T* out, std::int64_t begin, std::int64_t end, bool streaming) {
+void run_row(const B& bound_expr, T* out, std::int64_t begin, std::int64_t end, bool streaming) {
+  // A local copy, which the stores to `out` cannot alias: the compiler keeps its pointers,
+  // scalars and sharing flags in registers instead of reloading them after every store.
+  const B expr = bound_expr;
   constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
   std::int64_t j = begin;
   if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
@@ -503,7 +604,7 @@ void run_row(const B& expr, T* out, std::int64_t begin, std::int64_t end, bool s
 // the expression at the row and calls run(j_begin, j_end, offset), where offset is the
 // run's first position relative to `begin`.
 template <class B, class F>
-void walk_rows(B& expr, const loop_plan& plan, std::array<std::int64_t, max_rank>& index, std::size_t first,
+void walk_rows(B& expr, const loop_nest& plan, std::array<std::int64_t, max_rank>& index, std::size_t first,
                std::int64_t begin, std::int64_t end, F&& run) {
   const std::size_t inner_dim = plan.rank - 1;
   const std::int64_t inner = plan.dims[inner_dim];
@@ -529,7 +630,7 @@ void walk_rows(B& expr, const loop_plan& plan, std::array<std::int64_t, max_rank
 
 // Evaluates the flat output range [begin, end) of the plan's loop nest.
 template <class Arch, class L, class B, class T>
-void run_range(B expr, const loop_plan& plan, T* out, std::int64_t begin, std::int64_t end, bool streaming) {
+void run_range(B expr, const loop_nest& plan, T* out, std::int64_t begin, std::int64_t end, bool streaming) {
   if (plan.contiguous) {
     expr.start_row(nullptr, 0);
     run_row<Arch, L, true>(expr, out, begin, end, streaming);
@@ -537,7 +638,12 @@ void run_range(B expr, const loop_plan& plan, T* out, std::int64_t begin, std::i
   }
   std::array<std::int64_t, max_rank> index{};
   walk_rows(expr, plan, index, 0, begin, end, [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
-    run_row<Arch, L, false>(expr, out + (begin + offset - j), j, stop, false);
+    T* row_out = out + (begin + offset - j);
+    if (plan.rows_contiguous) { // broadcasting in outer dimensions only, as x + bias
+      run_row<Arch, L, true>(expr, row_out, j, stop, false);
+    } else {
+      run_row<Arch, L, false>(expr, row_out, j, stop, false);
+    }
   });
 }
 
@@ -547,7 +653,7 @@ template <class E, class T>
 void evaluate_into(const E& e, T* out) {
   const std::int64_t count = e.shape.numel();
   if (count == 0) return;
-  const loop_plan plan = plan_elementwise(e);
+  const auto plan = plan_elementwise(e);
   const bound_root<E> bound_expr = bind(e, plan);
   using L = lane_type_t<E>;
   kernels::dispatch<simd_evaluable_v<E>>([&](auto arch) {

@@ -65,6 +65,9 @@ auto adopt(E operand) {
   }
 }
 
+template <class T, class E>
+using adopted_t = decltype(adopt<T>(std::declval<E>()));
+
 template <class E>
 constexpr bool is_constant_equal(double v) {
   if constexpr (is_constant_v<E>) {
@@ -86,7 +89,12 @@ auto scalar_value(const E& e) {
 template <class... E>
 xlite::shape broadcast_all(op o, const E&... operands) {
   xlite::shape result;
-  ((result = broadcast_shapes(result, operands.shape, name(o))), ...);
+  const auto broadcast_with = [&](const auto& operand) {
+    if constexpr (!is_scalar_leaf_v<std::remove_cvref_t<decltype(operand)>>) { // rank 0 changes nothing
+      result = broadcast_shapes(result, operand.shape, name(o));
+    }
+  };
+  (broadcast_with(operands), ...);
   return result;
 }
 
@@ -114,9 +122,8 @@ auto make_node(E... operands) {
       static_cast<void>(sizeof(checks::needs_numbers<O, T>));
     }
     using R = std::conditional_t<rule == dtype_rule::to_boolean, bool, T>;
-    auto typed = std::make_tuple(adopt<T>(operands)...);
-    const xlite::shape s = broadcast_all(O, operands...);
-    return std::apply([&](auto... o) { return node<O, R, decltype(o)...>{{o...}, s}; }, typed);
+    xlite::shape s = broadcast_all(O, operands...);
+    return node<O, R, adopted_t<T, E>...>{{adopt<T>(std::move(operands))...}, std::move(s)};
   }
 }
 
@@ -124,10 +131,9 @@ template <class C, class A, class B>
 auto make_where(C condition, A a, B b) {
   using T = typename common_element<op::where, A, B>::type;
   static_cast<void>(sizeof(checks::needs_booleans<op::where, typename C::value_type>));
-  auto ta = adopt<T>(a);
-  auto tb = adopt<T>(b);
-  const xlite::shape s = broadcast_all(op::where, condition, a, b);
-  return node<op::where, T, C, decltype(ta), decltype(tb)>{{condition, ta, tb}, s};
+  xlite::shape s = broadcast_all(op::where, condition, a, b);
+  return node<op::where, T, C, adopted_t<T, A>, adopted_t<T, B>>{
+      {std::move(condition), adopt<T>(std::move(a)), adopt<T>(std::move(b))}, std::move(s)};
 }
 
 // x * 1, x / 1, x - 0 (and x + 0 for integers) are x. x + 0 is not x for floating point:

@@ -45,7 +45,7 @@ template <class T>
 struct scalar {
   using value_type = T;
   T value;
-  xlite::shape shape{};
+  static constexpr xlite::shape shape{}; // rank 0: broadcast against anything
 };
 
 // A compile-time constant: xlite::c<1>, or xlite::c<0.5f> where the compiler takes floating-point
@@ -55,7 +55,7 @@ template <auto V>
 struct constant {
   using value_type = decltype(V);
   static constexpr auto value = V;
-  xlite::shape shape{};
+  static constexpr xlite::shape shape{};
 };
 
 // An element-wise op of the op set applied to operands, of result element type T.

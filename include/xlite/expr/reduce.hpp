@@ -86,8 +86,9 @@ struct reduction_result {
 
 // The layout of a reduction: dimensions in three groups (kept before the last reduced
 // dimension, reduced, kept after it), each merged where the operands allow.
+template <std::size_t Leaves>
 struct reduction_plan {
-  loop_plan loop;
+  loop_plan<Leaves> loop;
   xlite::shape out;
   std::int64_t outputs_outer = 1; // P: positions of group 0
   std::int64_t reduced = 1;       // Q: positions of group 1 (may be 0)
@@ -96,7 +97,7 @@ struct reduction_plan {
 };
 
 template <class E>
-reduction_plan plan_reduction(const E& e, const axes& which, bool keep, op o) {
+reduction_plan<memory_leaf_count_v<E>> plan_reduction(const E& e, const axes& which, bool keep, op o) {
   const xlite::shape& in = e.shape;
   const std::size_t rank = in.rank();
   std::array<bool, max_rank> is_reduced{};
@@ -116,14 +117,12 @@ reduction_plan plan_reduction(const E& e, const axes& which, bool keep, op o) {
   for (std::size_t d = 0; d < rank; ++d) {
     if (is_reduced[d] && in[d] != 1) last_reduced = d;
   }
-  std::array<std::uint8_t, 3> counts{};
   std::array<std::size_t, max_rank> order{};
   std::array<std::uint8_t, max_rank> group_of_dim{};
   for (std::size_t d = 0; d < rank; ++d) {
     std::uint8_t g = 0;
     if (in[d] != 1) g = is_reduced[d] ? 1 : (d > last_reduced && last_reduced < rank && o != op::argmax ? 2 : 0);
     group_of_dim[d] = g;
-    ++counts[g];
   }
   std::size_t position = 0;
   std::array<std::int64_t, max_rank> dims{};
@@ -137,14 +136,8 @@ reduction_plan plan_reduction(const E& e, const axes& which, bool keep, op o) {
       ++position;
     }
   }
-  std::vector<strides_t> strides;
-  for (const xlite::shape& leaf : memory_leaf_shapes(e)) {
-    const strides_t full = broadcast_strides(in, leaf);
-    strides_t permuted{};
-    for (std::size_t p = 0; p < rank; ++p) permuted[p] = full[order[p]];
-    strides.push_back(permuted);
-  }
-  reduction_plan plan;
+  const auto strides = leaf_strides(e, in, std::span(order.data(), rank));
+  reduction_plan<memory_leaf_count_v<E>> plan;
   plan.loop = make_plan(std::span(dims.data(), rank), strides, std::span(groups.data(), rank));
   plan.outer_dims = plan.loop.span_of(0);
   plan.reduced_dims = plan.loop.span_of(1);
@@ -167,7 +160,7 @@ reduction_plan plan_reduction(const E& e, const axes& which, bool keep, op o) {
 
 // Sets index[0, first) to the position `flat` of dimensions [first_dim, last_dim) (the
 // last of them fastest).
-inline void unravel(const loop_plan& plan, std::pair<std::size_t, std::size_t> span, std::int64_t flat,
+inline void unravel(const loop_nest& plan, std::pair<std::size_t, std::size_t> span, std::int64_t flat,
                     std::array<std::int64_t, max_rank>& index) {
   for (std::size_t d = span.second; d-- > span.first;) {
     index[d] = flat % plan.dims[d];
@@ -175,41 +168,65 @@ inline void unravel(const loop_plan& plan, std::pair<std::size_t, std::size_t> s
   }
 }
 
-// Accumulates the reduced positions [begin, end) of output p, innermost dimension reduced.
-template <op O, class Arch, class L, class R, class B>
-R reduce_block(B expr, const reduction_plan& plan, std::int64_t p, std::int64_t begin, std::int64_t end) {
+// Four accumulators of batches and one of scalars for the tail: four chains of additions,
+// so that a reduction is bound by the loads rather than by the latency of each addition.
+template <op O, class R, class Arch>
+struct accumulators {
+  using red = kernels::reduction<O>;
+  using batch = kernels::batch_t<R, Arch>;
+  std::array<batch, 4> lanes = {batch(red::template identity<R>()), batch(red::template identity<R>()),
+                                batch(red::template identity<R>()), batch(red::template identity<R>())};
+  R tail = red::template identity<R>();
+
+  R total() const {
+    const batch all = red::combine(red::combine(lanes[0], lanes[1]), red::combine(lanes[2], lanes[3]));
+    return red::combine(kernels::combine_lanes<O, R, Arch>(all), tail);
+  }
+};
+
+// Accumulates positions [j, stop) of the expression's current row.
+template <op O, class Arch, class L, bool Contiguous, class R, class B>
+void accumulate_row(const B& bound_row, std::int64_t j, std::int64_t stop, accumulators<O, R, Arch>& acc) {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
   constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
+  const B expr = bound_row; // a local copy, as in run_row: kept in registers
+  if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+    for (; j + 4 * width <= stop; j += 4 * width) {
+      for (std::size_t k = 0; k < 4; ++k) {
+        acc.lanes[k] = red::combine(
+            acc.lanes[k], batch(expr.template get<Arch, L, Contiguous>(j + static_cast<std::int64_t>(k) * width)));
+      }
+    }
+    for (; j + width <= stop; j += width)
+      acc.lanes[0] = red::combine(acc.lanes[0], batch(expr.template get<Arch, L, Contiguous>(j)));
+  }
+  for (; j < stop; ++j) {
+    acc.tail = red::combine(acc.tail, static_cast<R>(expr.template get<kernels::scalar_arch, L, Contiguous>(j)));
+  }
+}
+
+// Accumulates the reduced positions [begin, end) of output p, innermost dimension reduced.
+template <op O, class Arch, class L, class R, class B, std::size_t Leaves>
+R reduce_block(B expr, const reduction_plan<Leaves>& plan, std::int64_t p, std::int64_t begin, std::int64_t end) {
   std::array<std::int64_t, max_rank> index{};
   unravel(plan.loop, plan.outer_dims, p, index);
-  std::array<batch, 4> acc;
-  acc.fill(batch(red::template identity<R>()));
-  R tail = red::template identity<R>();
+  accumulators<O, R, Arch> acc;
   walk_rows(expr, plan.loop, index, plan.reduced_dims.first, begin, end,
             [&](std::int64_t j, std::int64_t stop, std::int64_t) {
-              if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
-                for (; j + 4 * width <= stop; j += 4 * width) {
-                  for (std::size_t k = 0; k < 4; ++k) {
-                    acc[k] = red::combine(
-                        acc[k], batch(expr.template get<Arch, L, false>(j + static_cast<std::int64_t>(k) * width)));
-                  }
-                }
-                for (; j + width <= stop; j += width)
-                  acc[0] = red::combine(acc[0], batch(expr.template get<Arch, L, false>(j)));
-              }
-              for (; j < stop; ++j) {
-                tail = red::combine(tail, static_cast<R>(expr.template get<kernels::scalar_arch, L, false>(j)));
+              if (plan.loop.rows_contiguous) {
+                accumulate_row<O, Arch, L, true>(expr, j, stop, acc);
+              } else {
+                accumulate_row<O, Arch, L, false>(expr, j, stop, acc);
               }
             });
-  const batch lanes = red::combine(red::combine(acc[0], acc[1]), red::combine(acc[2], acc[3]));
-  return red::combine(kernels::combine_lanes<O, R, Arch>(lanes), tail);
+  return acc.total();
 }
 
 // Output rows [p][c_begin, c_end) with the innermost dimension kept: each output element
 // accumulates its reduced positions in order, SIMD across outputs.
-template <op O, class Arch, class L, class R, class B>
-void reduce_columns(B expr, const reduction_plan& plan, R* out_row, std::int64_t p, std::int64_t c_begin,
+template <op O, class Arch, class L, class R, class B, std::size_t Leaves>
+void reduce_columns(B expr, const reduction_plan<Leaves>& plan, R* out_row, std::int64_t p, std::int64_t c_begin,
                     std::int64_t c_end) {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
@@ -239,7 +256,7 @@ template <op O, class E>
 auto reduce(const E& e, const axes& which, bool keep) {
   using V = typename E::value_type;
   using R = typename reduction_result<O, V>::type;
-  const reduction_plan plan = plan_reduction(e, which, keep, O);
+  const auto plan = plan_reduction(e, which, keep, O);
   tensor<R> out(tensor<R>::uninitialized, plan.out);
   if (plan.reduced == 0) {
     if constexpr (O == op::max || O == op::min) {
@@ -307,7 +324,7 @@ tensor<std::int64_t> reduce_argmax(const E& e, const axes& which, bool keep) {
   if (!which.all() && which.list().size() != 1) {
     throw index_error(detail::message("argmax: takes one axis or none, got ", which.list().size()));
   }
-  const reduction_plan plan = plan_reduction(e, which, keep, op::argmax);
+  const auto plan = plan_reduction(e, which, keep, op::argmax);
   tensor<std::int64_t> out(tensor<std::int64_t>::uninitialized, plan.out);
   if (plan.reduced == 0)
     throw value_error(detail::message("argmax: cannot reduce over an empty axis (shape ", e.shape, ")"));
