@@ -86,7 +86,7 @@ constexpr dtype promote_with_scalar(dtype tensor, dtype_category scalar) {
   return scalar == dtype_category::floating_point ? default_floating_dtype : default_integral_dtype;
 }
 
-// The dtype of a C++ element type. The 16-bit floating types join when core/ defines them.
+// The dtype of a C++ element type. bfloat16 joins in core/bfloat16.hpp.
 template <class T>
 struct dtype_of;
 template <>

@@ -1,0 +1,161 @@
+#pragma once
+
+// xlite::bfloat16: the TPU's number format. The upper 16 bits of an IEEE float32 (sign,
+// 8 exponent bits, 7 mantissa bits): float32's range with 8 bits of precision.
+//
+// Conversion from float is the one x86's VCVTNEPS2BF16 and the TPU perform, so that every
+// path (this scalar code, the vector kernels of kernels/convert.hpp, the matrix units)
+// gives the same bits:
+//   - round to nearest, ties to even;
+//   - NaN stays NaN, made quiet, with its sign and upper payload bits: (bits >> 16) | 0x40;
+//   - +-Inf, +-0 and overflow behave as IEEE rounding says (overflow gives +-Inf);
+//   - float subnormals become zero of the same sign (the hardware flushes them: its
+//     conversion runs with denormals-are-zero and flush-to-zero).
+// Conversion to float is exact (bits << 16), a bf16 subnormal included.
+//
+// Arithmetic goes through float, as in PyTorch's c10::BFloat16: bfloat16 op bfloat16 and
+// bfloat16 op integer give bfloat16 (computed in float, rounded once); with float or
+// double the result is float or double. Comparisons compare the float values.
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <ostream>
+#include <type_traits>
+
+#include "xlite/core/dtype.hpp"
+
+namespace xlite {
+
+namespace detail {
+
+// VCVTNEPS2BF16 on one value.
+constexpr std::uint16_t float_to_bfloat16_bits(float value) noexcept {
+  const auto bits = std::bit_cast<std::uint32_t>(value);
+  if ((bits & 0x7fff'ffffu) > 0x7f80'0000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u); // NaN
+  if ((bits & 0x7f80'0000u) == 0) return static_cast<std::uint16_t>((bits >> 16) & 0x8000u);        // 0, subnormal
+  const std::uint32_t rounding_bias = 0x7fffu + ((bits >> 16) & 1u);                                 // ties to even
+  return static_cast<std::uint16_t>((bits + rounding_bias) >> 16);
+}
+
+constexpr float bfloat16_bits_to_float(std::uint16_t bits) noexcept {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+} // namespace detail
+
+class bfloat16 {
+public:
+  // Uninitialised, like float: a tensor<bfloat16> of a given shape is not written twice.
+  bfloat16() = default;
+  // Implicit, as from float to double. Other numbers come through float: a double is
+  // rounded to float first, as in PyTorch.
+  constexpr bfloat16(float value) noexcept : bits_(detail::float_to_bfloat16_bits(value)) {} // NOLINT
+
+  static constexpr bfloat16 from_bits(std::uint16_t bits) noexcept {
+    bfloat16 b;
+    b.bits_ = bits;
+    return b;
+  }
+  constexpr std::uint16_t bits() const noexcept { return bits_; }
+
+  constexpr operator float() const noexcept { return detail::bfloat16_bits_to_float(bits_); } // NOLINT
+
+private:
+  std::uint16_t bits_;
+};
+
+static_assert(sizeof(bfloat16) == 2 && std::is_trivially_copyable_v<bfloat16>);
+
+template <>
+struct dtype_of<bfloat16> : std::integral_constant<dtype, dtype::bf16> {};
+
+// ---- arithmetic: through float ----------------------------------------------------------------
+
+#define XLITE_BFLOAT16_ARITHMETIC(OP)                                                                                 \
+  constexpr bfloat16 operator OP(bfloat16 a, bfloat16 b) noexcept {                                                  \
+    return bfloat16(static_cast<float>(a) OP static_cast<float>(b));                                                  \
+  }                                                                                                                    \
+  template <class T>                                                                                                   \
+  requires std::is_floating_point_v<T> constexpr T operator OP(bfloat16 a, T b) noexcept {                            \
+    return static_cast<T>(static_cast<float>(a)) OP b;                                                                 \
+  }                                                                                                                    \
+  template <class T>                                                                                                   \
+  requires std::is_floating_point_v<T> constexpr T operator OP(T a, bfloat16 b) noexcept {                            \
+    return a OP static_cast<T>(static_cast<float>(b));                                                                 \
+  }                                                                                                                    \
+  template <class T>                                                                                                   \
+  requires std::is_integral_v<T> constexpr bfloat16 operator OP(bfloat16 a, T b) noexcept {                           \
+    return a OP bfloat16(b);                                                                                           \
+  }                                                                                                                    \
+  template <class T>                                                                                                   \
+  requires std::is_integral_v<T> constexpr bfloat16 operator OP(T a, bfloat16 b) noexcept {                           \
+    return bfloat16(a) OP b;                                                                                           \
+  }                                                                                                                    \
+  constexpr bfloat16& operator OP##=(bfloat16& a, bfloat16 b) noexcept { return a = a OP b; }
+
+XLITE_BFLOAT16_ARITHMETIC(+)
+XLITE_BFLOAT16_ARITHMETIC(-)
+XLITE_BFLOAT16_ARITHMETIC(*)
+XLITE_BFLOAT16_ARITHMETIC(/)
+#undef XLITE_BFLOAT16_ARITHMETIC
+
+constexpr bfloat16 operator-(bfloat16 a) noexcept { return bfloat16::from_bits(a.bits() ^ 0x8000u); }
+constexpr bfloat16 operator+(bfloat16 a) noexcept { return a; }
+
+inline std::ostream& operator<<(std::ostream& out, bfloat16 value) { return out << static_cast<float>(value); }
+
+} // namespace xlite
+
+// numeric_limits as for an IEEE type with 8 significant bits and float's exponent range.
+template <>
+class std::numeric_limits<xlite::bfloat16> {
+  using b = xlite::bfloat16;
+
+public:
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = false;
+  static constexpr bool has_infinity = true;
+  static constexpr bool has_quiet_NaN = true;
+  static constexpr bool has_signaling_NaN = true;
+  static constexpr std::float_denorm_style has_denorm = std::denorm_present; // stored; from float they flush
+  static constexpr bool has_denorm_loss = false;
+  static constexpr std::float_round_style round_style = std::round_to_nearest;
+  static constexpr bool is_iec559 = false; // no IEEE interchange format; float's conversion flushes subnormals
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr int digits = 8;
+  static constexpr int digits10 = 2;
+  static constexpr int max_digits10 = 4;
+  static constexpr int radix = 2;
+  static constexpr int min_exponent = -125;
+  static constexpr int min_exponent10 = -37;
+  static constexpr int max_exponent = 128;
+  static constexpr int max_exponent10 = 38;
+  static constexpr bool traps = false;
+  static constexpr bool tinyness_before = false;
+
+  static constexpr b min() noexcept { return b::from_bits(0x0080); } // 2^-126
+  static constexpr b lowest() noexcept { return b::from_bits(0xff7f); }
+  static constexpr b max() noexcept { return b::from_bits(0x7f7f); }          // (2 - 2^-7) 2^127
+  static constexpr b epsilon() noexcept { return b::from_bits(0x3c00); }      // 2^-7
+  static constexpr b round_error() noexcept { return b::from_bits(0x3f00); }  // 0.5
+  static constexpr b infinity() noexcept { return b::from_bits(0x7f80); }
+  static constexpr b quiet_NaN() noexcept { return b::from_bits(0x7fc0); }
+  static constexpr b signaling_NaN() noexcept { return b::from_bits(0x7fa0); }
+  static constexpr b denorm_min() noexcept { return b::from_bits(0x0001); } // 2^-133
+};
+
+// Hashes the value: +0 and -0 compare equal, so they hash alike.
+template <>
+struct std::hash<xlite::bfloat16> {
+  std::size_t operator()(xlite::bfloat16 value) const noexcept {
+    const std::uint16_t bits = value.bits() == 0x8000u ? 0 : value.bits();
+    return std::hash<std::uint16_t>{}(bits);
+  }
+};
