@@ -60,8 +60,13 @@ TEST_CASE("best_isa takes the highest level whose every feature is present", "[c
   CHECK(f.best_isa() == isa::avx2); // no DQ yet
   f.avx512dq = true;
   CHECK(f.best_isa() == isa::avx512);
+  f.amx_tile = f.amx_bf16 = true;
+  CHECK(f.best_isa() == isa::avx512); // AMX kernels use AVX512_BF16 around the tiles
+  f.amx_tile = f.amx_bf16 = false;
+  f.avx512_bf16 = true;
+  CHECK(f.best_isa() == isa::avx512_bf16);
   f.amx_tile = true;
-  CHECK(f.best_isa() == isa::avx512); // tiles without bf16
+  CHECK(f.best_isa() == isa::avx512_bf16); // tiles without bf16
   f.amx_bf16 = true;
   CHECK(f.best_isa() == isa::amx);
   f.avx512f = false;
@@ -83,11 +88,11 @@ TEST_CASE("set_max_isa caps the active ISA and never raises it above the machine
   CHECK(xlite::max_isa() == before);
 }
 
-TEST_CASE("parse_isa reads the four names and rejects others", "[cpu_features]") {
+TEST_CASE("parse_isa reads the five names and rejects others", "[cpu_features]") {
   for (const isa level : xlite::all_isas) CHECK(xlite::parse_isa(xlite::name(level)) == level);
   CHECK_THROWS_AS(xlite::parse_isa("AVX512"), xlite::value_error);
   CHECK_THROWS_WITH(xlite::parse_isa("sse4"),
-                    Contains("unknown ISA 'sse4'") && Contains("portable, avx2, avx512 or amx"));
+                    Contains("unknown ISA 'sse4'") && Contains("portable, avx2, avx512, avx512_bf16 or amx"));
 }
 
 TEST_CASE("XLITE_ISA=portable", "[.xlite_isa_portable]") {
@@ -99,5 +104,5 @@ TEST_CASE("XLITE_ISA=portable", "[.xlite_isa_portable]") {
 
 TEST_CASE("XLITE_ISA=sse9", "[.xlite_isa_bad]") {
   CHECK_THROWS_AS(xlite::active_isa(), xlite::config_error);
-  CHECK_THROWS_WITH(xlite::active_isa(), Contains("XLITE_ISA='sse9'") && Contains("portable, avx2, avx512 or amx"));
+  CHECK_THROWS_WITH(xlite::active_isa(), Contains("XLITE_ISA='sse9'") && Contains("portable, avx2, avx512, avx512_bf16 or amx"));
 }

@@ -31,25 +31,27 @@ namespace xlite {
 enum class isa : std::uint8_t {
   portable, // plain C++, any CPU
   avx2,     // AVX2 + FMA
-  avx512,   // AVX-512 F, BW, VL, DQ
-  amx,      // avx512 plus AMX tiles with bf16 (TDPBF16PS)
+  avx512,      // AVX-512 F, BW, VL, DQ
+  avx512_bf16, // avx512 plus AVX512_BF16 (VCVTNEPS2BF16, VDPBF16PS)
+  amx,         // avx512_bf16 plus AMX tiles with bf16 (TDPBF16PS)
 };
 
-inline constexpr isa all_isas[] = {isa::portable, isa::avx2, isa::avx512, isa::amx};
+inline constexpr isa all_isas[] = {isa::portable, isa::avx2, isa::avx512, isa::avx512_bf16, isa::amx};
 
 constexpr std::string_view name(isa level) {
-  constexpr std::string_view names[] = {"portable", "avx2", "avx512", "amx"};
+  constexpr std::string_view names[] = {"portable", "avx2", "avx512", "avx512_bf16", "amx"};
   return names[static_cast<std::size_t>(level)];
 }
 
 inline std::ostream& operator<<(std::ostream& out, isa level) { return out << name(level); }
 
-// "portable", "avx2", "avx512" or "amx"; anything else is a value_error naming the choices.
+// "portable", "avx2", "avx512", "avx512_bf16" or "amx"; anything else is a value_error
+// naming the choices.
 inline isa parse_isa(std::string_view text) {
   for (const isa level : all_isas) {
     if (text == name(level)) return level;
   }
-  throw value_error(detail::message("unknown ISA '", text, "' (choose portable, avx2, avx512 or amx)"));
+  throw value_error(detail::message("unknown ISA '", text, "' (choose portable, avx2, avx512, avx512_bf16 or amx)"));
 }
 
 // What the CPU reports and the OS has enabled. A feature the CPU has but the OS does not
@@ -68,7 +70,8 @@ struct cpu_features {
   constexpr isa best_isa() const noexcept {
     const bool has_avx2 = avx2 && fma;
     const bool has_avx512 = has_avx2 && avx512f && avx512bw && avx512vl && avx512dq;
-    if (has_avx512 && amx_tile && amx_bf16) return isa::amx;
+    if (has_avx512 && avx512_bf16 && amx_tile && amx_bf16) return isa::amx;
+    if (has_avx512 && avx512_bf16) return isa::avx512_bf16;
     if (has_avx512) return isa::avx512;
     if (has_avx2) return isa::avx2;
     return isa::portable;
@@ -141,7 +144,8 @@ inline isa max_isa_from_environment() {
   try {
     return parse_isa(*text);
   } catch (const value_error&) {
-    throw config_error(detail::message("XLITE_ISA='", *text, "' is not an ISA (choose portable, avx2, avx512 or amx)"));
+    throw config_error(detail::message("XLITE_ISA='", *text,
+                                       "' is not an ISA (choose portable, avx2, avx512, avx512_bf16 or amx)"));
   }
 }
 
