@@ -1,0 +1,537 @@
+#pragma once
+
+// GEMM: C = alpha * op(A) * op(B) + beta * C on row-major matrices, with transposes and
+// batches, in two precisions:
+//   fp32  float products, float accumulation;
+//   bf16  the TPU's numerics: bfloat16 products (float inputs are rounded to bfloat16 as
+//         they are packed), float accumulation, float or bfloat16 output.
+//
+// Paths, chosen at run time under active_isa():
+//   fp32  avx512: 12x32 FMA micro-kernel; avx2: 6x16; portable: plain C++ 4x16.
+//   bf16  amx: AMX tiles (TDPBF16PS), when the one-time probe of kernels/amx.hpp passes;
+//         avx512_bf16: 12x32 VDPBF16PS micro-kernel; avx512, avx2, portable: the fp32
+//         micro-kernels on bfloat16 values widened to float, k taken in VDPBF16PS's order.
+//
+// Numerics, the same for any thread count and any blocking:
+//   - each element of op(A) op(B) is ONE accumulator that takes k = 0, 1, ..., K-1 in order
+//     (fp32: fused multiply-adds; bf16: for each pair (2p, 2p+1), the odd product then the
+//     even one, each added with one rounding, as VDPBF16PS does; the portable fp32 path
+//     multiplies and adds in two roundings);
+//   - the accumulator starts at beta * C when alpha is 1 (at 0 when beta is 0: C is not
+//     read, so NaNs in it do not propagate, as in BLAS) and is the result; otherwise it
+//     starts at 0 and the result is alpha * acc (beta = 0) or fma(alpha, acc, beta * C);
+//   - bf16 runs with denormals-are-zero and flush-to-zero, as VDPBF16PS and the TPU do, so
+//     that every bf16 path on x86 gives the same bits (the AMX path follows Intel's
+//     pseudo-code for TDPBF16PS: even product before odd).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <type_traits>
+
+#include "xlite/core/bfloat16.hpp"
+#include "xlite/core/cpu_features.hpp"
+#include "xlite/core/error.hpp"
+#include "xlite/core/thread_pool.hpp"
+#include "xlite/kernels/convert.hpp"
+#include "xlite/kernels/gemm_microkernel.hpp"
+#include "xlite/kernels/gemm_pack.hpp"
+#include "xlite/kernels/intrinsics.hpp"
+
+namespace xlite::kernels {
+
+enum class transpose : bool { no, yes };
+
+enum class gemm_precision : std::uint8_t { fp32, bf16 };
+
+// One GEMM, or a batch of them: problem b reads A at a + b * stride_a (stride 0: every
+// problem shares the operand), and so on. op(A) is m x k, op(B) k x n, C m x n; lda, ldb
+// and ldc are the distances between rows as stored (A is k x m when transposed).
+template <class In, class Out = float>
+struct gemm_args {
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  const In* a = nullptr;
+  std::int64_t lda = 0;
+  transpose trans_a = transpose::no;
+  const In* b = nullptr;
+  std::int64_t ldb = 0;
+  transpose trans_b = transpose::no;
+  Out* c = nullptr;
+  std::int64_t ldc = 0;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  std::int64_t batch = 1;
+  std::int64_t stride_a = 0;
+  std::int64_t stride_b = 0;
+  std::int64_t stride_c = 0;
+  gemm_precision precision = std::is_same_v<In, bfloat16> ? gemm_precision::bf16 : gemm_precision::fp32;
+};
+
+// Work on C once a region of it is final: called for each finished region (problem b of
+// the batch, rows [row, row + rows), columns [col, col + cols)) exactly once, on the thread
+// that finished it, while the region is still in that core's cache. Regions of one problem
+// do not overlap and cover C. Only for float output.
+struct gemm_epilogue {
+  void (*apply)(void* context, std::int64_t batch, std::int64_t row, std::int64_t col, std::int64_t rows,
+                std::int64_t cols) = nullptr;
+  void* context = nullptr;
+
+  explicit operator bool() const noexcept { return apply != nullptr; }
+  void operator()(std::int64_t b, std::int64_t row, std::int64_t col, std::int64_t rows, std::int64_t cols) const {
+    apply(context, b, row, col, rows, cols);
+  }
+};
+
+namespace gemm_detail {
+
+// ---- memory ------------------------------------------------------------------------------------
+
+// A cache-line aligned buffer that keeps its largest size: the packing buffers of a thread
+// are allocated once, not per call.
+class scratch {
+public:
+  template <class T>
+  T* get(std::int64_t count) {
+    const auto bytes = static_cast<std::size_t>(count) * sizeof(T);
+    if (bytes > capacity_) {
+      const std::size_t rounded = (bytes + 63) / 64 * 64;
+      memory_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));
+      if (!memory_) throw std::bad_alloc();
+      capacity_ = rounded;
+    }
+    return reinterpret_cast<T*>(memory_.get());
+  }
+
+private:
+  struct release {
+    void operator()(unsigned char* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<unsigned char[], release> memory_;
+  std::size_t capacity_ = 0;
+};
+
+enum class scratch_use { packed_a, packed_b, result };
+
+template <scratch_use Use>
+scratch& thread_scratch() {
+  thread_local scratch buffer;
+  return buffer;
+}
+
+// Denormals-are-zero and flush-to-zero for the scope (bf16 numerics), on this thread.
+class scoped_flush_denormals {
+public:
+  explicit scoped_flush_denormals(bool enable) {
+#if XLITE_X86_KERNELS
+    if (enable) {
+      saved_ = _mm_getcsr();
+      _mm_setcsr(saved_ | 0x8040u); // FTZ (bit 15) and DAZ (bit 6)
+      active_ = true;
+    }
+#else
+    static_cast<void>(enable);
+#endif
+  }
+  ~scoped_flush_denormals() {
+#if XLITE_X86_KERNELS
+    if (active_) _mm_setcsr(saved_);
+#endif
+  }
+  scoped_flush_denormals(const scoped_flush_denormals&) = delete;
+  scoped_flush_denormals& operator=(const scoped_flush_denormals&) = delete;
+
+private:
+  unsigned saved_ = 0;
+  bool active_ = false;
+};
+
+// ---- paths ---------------------------------------------------------------------------------
+
+// How a path packs and multiplies. Steps: see gemm_microkernel.hpp. kc (in k), mc and nc
+// are the cache blocking (BLIS's, with A and B in each other's roles, since C is row-major
+// here): an MR x kc panel of A stays in L1 while the micro-kernel streams the NR x kc
+// panels of a kc x nc block of B from L2, writing C tiles side by side along MR rows; the
+// mc x kc block of A is shared by the threads from L3.
+enum class step_kind { floats, swapped_pairs, bf16_pairs };
+
+template <class Packed, int MR, int NR, step_kind Steps, std::int64_t KC, std::int64_t MC, std::int64_t NC>
+struct path_traits {
+  using packed = Packed;
+  static constexpr int mr = MR;
+  static constexpr int nr = NR;
+  static constexpr step_kind steps_kind = Steps;
+  static constexpr std::int64_t kc = KC;
+  static constexpr std::int64_t mc = MC;
+  static constexpr std::int64_t nc = NC;
+
+  static constexpr std::int64_t steps(std::int64_t depth) {
+    if constexpr (Steps == step_kind::floats) return depth;
+    if constexpr (Steps == step_kind::swapped_pairs) return 2 * pair_steps(depth);
+    return pair_steps(depth);
+  }
+
+  template <int W, class T>
+  static void pack(Packed* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth,
+                   bool round_to_bf16) {
+    if constexpr (Steps == step_kind::floats) {
+      pack_floats<W>(dst, src, count, depth, round_to_bf16);
+    } else if constexpr (Steps == step_kind::swapped_pairs) {
+      pack_swapped_pairs<W>(dst, src, count, depth);
+    } else {
+      pack_bf16_pairs<W>(dst, src, count, depth);
+    }
+  }
+};
+
+template <step_kind Steps>
+struct portable_path : path_traits<float, 4, 16, Steps, 256, 2048, 256> {
+  static constexpr isa level = isa::portable;
+  static void micro(std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc, const tile_update& u) {
+    micro_kernel_portable<4, 16>(s, a, b, c, ldc, u);
+  }
+};
+
+#if XLITE_X86_KERNELS
+template <step_kind Steps>
+struct avx2_path : path_traits<float, 6, 16, Steps, 256, 3072, 512> {
+  static constexpr isa level = isa::avx2;
+  static void micro(std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc, const tile_update& u) {
+    micro_kernel_avx2<6, 2>(s, a, b, c, ldc, u);
+  }
+};
+
+template <step_kind Steps>
+struct avx512_path : path_traits<float, 12, 32, Steps, 256, 3072, 512> {
+  static constexpr isa level = isa::avx512;
+  static void micro(std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc, const tile_update& u) {
+    micro_kernel_avx512<12, 2>(s, a, b, c, ldc, u);
+  }
+};
+
+struct avx512_bf16_path : path_traits<std::uint32_t, 12, 32, step_kind::bf16_pairs, 768, 3072, 384> {
+  static constexpr isa level = isa::avx512_bf16;
+  static void micro(std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t ldc,
+                    const tile_update& u) {
+    micro_kernel_avx512_bf16<12, 2>(s, a, b, c, ldc, u);
+  }
+};
+#endif
+
+// ---- one problem ---------------------------------------------------------------------------
+
+// One problem of a batch, ready for a path: C is float, alpha and beta are folded into
+// how the accumulators start and end (see the numerics at the top).
+template <class In>
+struct problem {
+  std::int64_t m, n, k;
+  const In* a;
+  std::int64_t lda;
+  bool trans_a;
+  const In* b;
+  std::int64_t ldb;
+  bool trans_b;
+  float* c;
+  std::int64_t ldc;
+  float first_start_scale; // of C, at the first k block
+  float alpha;             // applied at the last k block
+  bool round_to_bf16;      // bf16 numerics from float inputs
+  bool flush_denormals;    // bf16 numerics
+};
+
+// Problems below this many FLOPs run on the calling thread: a parallel loop costs a few
+// microseconds, about what 1 MFLOP takes.
+inline constexpr std::int64_t parallel_flops = std::int64_t{1} << 21;
+
+// Runs body(task) for task in [0, count), on the pool's threads when `pool` is set.
+template <class Body>
+void for_tasks(thread_pool* pool, std::int64_t count, std::int64_t grain, Body&& body) {
+  if (pool == nullptr) {
+    for (std::int64_t t = 0; t < count; ++t) body(t);
+  } else {
+    pool->parallel_for(count, grain, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t t = begin; t < end; ++t) body(t);
+    });
+  }
+}
+
+template <class Path, class In>
+void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_index, const gemm_epilogue& epilogue) {
+  using packed = typename Path::packed;
+  constexpr int mr = Path::mr;
+  constexpr int nr = Path::nr;
+  const std::int64_t threads = pool == nullptr ? 1 : static_cast<std::int64_t>(pool->num_threads());
+  // Packing splits into about two parts per thread, so that a late thread is helped.
+  const auto grain_for = [&](std::int64_t panels) { return std::max<std::int64_t>(1, panels / (2 * threads)); };
+
+  for (std::int64_t ic = 0; ic < p.m; ic += Path::mc) {
+    const std::int64_t mb = std::min(Path::mc, p.m - ic);
+    const std::int64_t a_panels = (mb + mr - 1) / mr;
+    for (std::int64_t pc = 0; pc < p.k; pc += Path::kc) {
+      const std::int64_t kb = std::min(Path::kc, p.k - pc);
+      const std::int64_t steps = Path::steps(kb);
+      const bool last_block = pc + kb == p.k;
+      const tile_update update{pc == 0 ? p.first_start_scale : 1.0f, last_block ? p.alpha : 1.0f};
+
+      // The A block -> panels of mr rows (kept in L3; each stays in L1 while it is used).
+      packed* packed_a = thread_scratch<scratch_use::packed_a>().get<packed>(a_panels * mr * steps);
+      const panel_source<In> a_source{p.trans_a ? p.a + pc * p.lda + ic : p.a + ic * p.lda + pc, p.lda, p.trans_a};
+      const std::int64_t a_grain = grain_for(a_panels);
+      for_tasks(pool, (a_panels + a_grain - 1) / a_grain, 1, [&](std::int64_t task) {
+        const std::int64_t first = task * a_grain * mr;
+        panel_source<In> part = a_source;
+        part.data += p.trans_a ? first : first * p.lda;
+        Path::template pack<mr>(packed_a + first * steps, part, std::min(a_grain * mr, mb - first), kb,
+                                p.round_to_bf16);
+      });
+
+      for (std::int64_t jc = 0; jc < p.n; jc += Path::nc) {
+        const std::int64_t nb = std::min(Path::nc, p.n - jc);
+        const std::int64_t b_panels = (nb + nr - 1) / nr;
+
+        // The B block -> panels of nr columns (kept in L2; streamed by the micro-kernel).
+        packed* packed_b = thread_scratch<scratch_use::packed_b>().get<packed>(b_panels * nr * steps);
+        const panel_source<In> b_source{p.trans_b ? p.b + jc * p.ldb + pc : p.b + pc * p.ldb + jc, p.ldb,
+                                        !p.trans_b};
+        const std::int64_t b_grain = grain_for(b_panels);
+        for_tasks(pool, (b_panels + b_grain - 1) / b_grain, 1, [&](std::int64_t task) {
+          const std::int64_t first = task * b_grain * nr;
+          panel_source<In> part = b_source;
+          part.data += p.trans_b ? first * p.ldb : first;
+          Path::template pack<nr>(packed_b + first * steps, part, std::min(b_grain * nr, nb - first), kb,
+                                  p.round_to_bf16);
+        });
+
+        // Tasks: groups of A panels, split across columns too when there are fewer A
+        // panels than threads. Within a task, each A panel meets the B panels in order, so
+        // the C tiles it writes lie side by side along the same rows.
+        const std::int64_t row_groups = std::min(a_panels, threads);
+        const std::int64_t col_groups = std::min(b_panels, (threads + row_groups - 1) / row_groups);
+        for_tasks(pool, row_groups * col_groups, 1, [&](std::int64_t task) {
+          const std::int64_t rg = task / col_groups;
+          const std::int64_t cg = task % col_groups;
+          const std::int64_t first_a = a_panels * rg / row_groups;
+          const std::int64_t last_a = a_panels * (rg + 1) / row_groups;
+          const std::int64_t first_b = b_panels * cg / col_groups;
+          const std::int64_t last_b = b_panels * (cg + 1) / col_groups;
+          {
+            scoped_flush_denormals flush(p.flush_denormals);
+            for (std::int64_t ap = first_a; ap < last_a; ++ap) {
+              const std::int64_t i = ap * mr;
+              const std::int64_t rows = std::min<std::int64_t>(mr, mb - i);
+              const packed* a_panel = packed_a + i * steps;
+              for (std::int64_t bp = first_b; bp < last_b; ++bp) {
+                const std::int64_t j = bp * nr;
+                const std::int64_t cols = std::min<std::int64_t>(nr, nb - j);
+                const packed* b_panel = packed_b + j * steps;
+                float* c_tile = p.c + (ic + i) * p.ldc + jc + j;
+                if (rows == mr && cols == nr) {
+                  Path::micro(steps, a_panel, b_panel, c_tile, p.ldc, update);
+                  continue;
+                }
+                // An edge tile: through a full tile on the stack.
+                alignas(64) float edge[mr * nr] = {};
+                if (update.start_scale != 0.0f) {
+                  for (std::int64_t r = 0; r < rows; ++r) std::copy_n(c_tile + r * p.ldc, cols, edge + r * nr);
+                }
+                Path::micro(steps, a_panel, b_panel, edge, nr, update);
+                for (std::int64_t r = 0; r < rows; ++r) std::copy_n(edge + r * nr, cols, c_tile + r * p.ldc);
+              }
+            }
+          }
+          if (last_block && epilogue && first_a < last_a && first_b < last_b) {
+            const std::int64_t row = ic + first_a * mr;
+            const std::int64_t col = jc + first_b * nr;
+            epilogue(batch_index, row, col, std::min(ic + last_a * mr, ic + mb) - row,
+                     std::min(jc + last_b * nr, jc + nb) - col);
+          }
+        });
+      }
+    }
+  }
+}
+
+// C = beta * C (K = 0: op(A) op(B) is all zeros), then the epilogue.
+template <class In>
+void run_empty_product(const problem<In>& p, std::int64_t batch_index, const gemm_epilogue& epilogue) {
+  for (std::int64_t i = 0; i < p.m; ++i) {
+    float* row = p.c + i * p.ldc;
+    for (std::int64_t j = 0; j < p.n; ++j) row[j] = p.first_start_scale == 0.0f ? 0.0f : p.first_start_scale * row[j];
+  }
+  if (epilogue && p.m > 0 && p.n > 0) epilogue(batch_index, 0, 0, p.m, p.n);
+}
+
+// ---- validation ----------------------------------------------------------------------------
+
+template <class In, class Out>
+void validate(const gemm_args<In, Out>& g) {
+  const auto fail = [](const auto&... parts) { throw value_error(xlite::detail::message("gemm: ", parts...)); };
+  if (g.m < 0 || g.n < 0 || g.k < 0) fail("negative size (m = ", g.m, ", n = ", g.n, ", k = ", g.k, ")");
+  if (g.batch < 1) fail("batch must be at least 1, got ", g.batch);
+  if (g.precision == gemm_precision::fp32 && !std::is_same_v<In, float>) {
+    fail("fp32 precision needs float inputs; bfloat16 inputs compute in bf16");
+  }
+  const auto check_operand = [&](const char* name, const void* data, bool transposed, std::int64_t rows,
+                                 std::int64_t cols, std::int64_t ld) {
+    // Stored as `rows` x `cols` (op(X)'s dimensions swapped when transposed).
+    const std::int64_t stored_rows = transposed ? cols : rows;
+    const std::int64_t stored_cols = transposed ? rows : cols;
+    if (stored_rows == 0 || stored_cols == 0) return;
+    if (data == nullptr) fail(name, " is null for a ", stored_rows, " x ", stored_cols, " operand");
+    if (ld < stored_cols) {
+      fail("ld", name, " = ", ld, " is less than the ", stored_cols, " columns of ", name, " as stored (", stored_rows,
+           " x ", stored_cols, transposed ? ", transposed" : "", ")");
+    }
+  };
+  check_operand("a", g.a, g.trans_a == transpose::yes, g.m, g.k, g.lda);
+  check_operand("b", g.b, g.trans_b == transpose::yes, g.k, g.n, g.ldb);
+  if (g.m > 0 && g.n > 0) {
+    if (g.c == nullptr) fail("c is null for a ", g.m, " x ", g.n, " result");
+    if (g.ldc < g.n) fail("ldc = ", g.ldc, " is less than the ", g.n, " columns of C");
+    if (g.batch > 1 && std::abs(g.stride_c) < (g.m - 1) * g.ldc + g.n) {
+      fail("the ", g.batch, " results overlap: stride_c = ", g.stride_c, " but each C spans ", (g.m - 1) * g.ldc + g.n,
+           " elements");
+    }
+  }
+}
+
+// ---- running a batch on a path ----------------------------------------------------------------
+
+template <class Path, class In, class Out>
+void run_path(const gemm_args<In, Out>& g, const gemm_epilogue& epilogue) {
+  constexpr bool float_out = std::is_same_v<Out, float>;
+  const bool bf16 = g.precision == gemm_precision::bf16;
+  // The accumulators live in C itself when C is float and the result is acc or alpha*acc;
+  // otherwise in a float buffer, combined with C at the end.
+  const bool through_buffer = !float_out || (g.alpha != 1.0f && g.beta != 0.0f);
+  const std::int64_t flops = 2 * g.m * g.n * std::max<std::int64_t>(g.k, 1);
+  thread_pool& pool = current_thread_pool();
+  const bool parallel = pool.num_threads() > 1 && flops * g.batch >= parallel_flops;
+
+  const auto run_one = [&](std::int64_t b, thread_pool* inner_pool) {
+    problem<In> p{g.m,
+                  g.n,
+                  g.k,
+                  g.a + b * g.stride_a,
+                  g.lda,
+                  g.trans_a == transpose::yes,
+                  g.b + b * g.stride_b,
+                  g.ldb,
+                  g.trans_b == transpose::yes,
+                  nullptr,
+                  g.ldc,
+                  g.alpha == 1.0f ? g.beta : 0.0f,
+                  g.alpha,
+                  bf16 && std::is_same_v<In, float>,
+                  bf16};
+    Out* c = g.c + b * g.stride_c;
+    gemm_epilogue finish = epilogue;
+    struct combine_context {
+      const gemm_args<In, Out>& g;
+      Out* c;
+      const float* acc;
+      const gemm_epilogue& user;
+    };
+    combine_context combine{g, c, nullptr, epilogue};
+    if (through_buffer) {
+      float* acc = thread_scratch<scratch_use::result>().get<float>(g.m * g.n);
+      p.c = acc;
+      p.ldc = g.n;
+      p.first_start_scale = 0.0f;
+      if (!float_out && g.alpha == 1.0f && g.beta != 0.0f) { // start from beta * C, widened
+        for (std::int64_t i = 0; i < g.m; ++i) {
+          for (std::int64_t j = 0; j < g.n; ++j) acc[i * g.n + j] = static_cast<float>(c[i * g.ldc + j]);
+        }
+        p.first_start_scale = g.beta;
+      }
+      p.alpha = 1.0f;
+      combine.acc = acc;
+      // Each finished region: C = acc (which started at beta * C when alpha is 1),
+      // alpha * acc (beta 0) or fma(alpha, acc, beta * C); then rounded to Out.
+      finish.context = &combine;
+      finish.apply = [](void* context, std::int64_t batch, std::int64_t row, std::int64_t col, std::int64_t rows,
+                        std::int64_t cols) {
+        const auto& cc = *static_cast<const combine_context*>(context);
+        const float alpha = cc.g.alpha;
+        const float beta = cc.g.beta;
+        {
+          scoped_flush_denormals flush(cc.g.precision == gemm_precision::bf16);
+          for (std::int64_t i = row; i < row + rows; ++i) {
+            for (std::int64_t j = col; j < col + cols; ++j) {
+              const float a = cc.acc[i * cc.g.n + j];
+              Out& out = cc.c[i * cc.g.ldc + j];
+              if (alpha == 1.0f) {
+                out = static_cast<Out>(a);
+              } else if (beta == 0.0f) {
+                out = static_cast<Out>(alpha * a);
+              } else {
+                out = static_cast<Out>(std::fma(alpha, a, beta * static_cast<float>(out)));
+              }
+            }
+          }
+        }
+        if (cc.user) cc.user(batch, row, col, rows, cols);
+      };
+    } else {
+      if constexpr (float_out) p.c = c;
+    }
+    if (g.k == 0) {
+      scoped_flush_denormals flush(p.flush_denormals);
+      run_empty_product(p, b, finish);
+    } else {
+      run_blocked<Path>(p, inner_pool, b, finish);
+    }
+  };
+
+  if (!parallel) {
+    for (std::int64_t b = 0; b < g.batch; ++b) run_one(b, nullptr);
+  } else if (g.batch > 1 && flops < parallel_flops) {
+    // Many small problems: one per task, each on one thread.
+    pool.parallel_for(g.batch, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t b = begin; b < end; ++b) run_one(b, nullptr);
+    });
+  } else {
+    for (std::int64_t b = 0; b < g.batch; ++b) run_one(b, &pool);
+  }
+}
+
+} // namespace gemm_detail
+
+// The path gemm() takes for this precision under the current ISA cap.
+inline isa gemm_path(gemm_precision precision) {
+  const isa active = active_isa();
+  if (precision == gemm_precision::fp32) return std::min(active, isa::avx512);
+  return std::min(active, isa::avx512_bf16);
+}
+
+template <class In, class Out>
+void gemm(const gemm_args<In, Out>& args, gemm_epilogue epilogue = {}) {
+  static_assert(std::is_same_v<In, float> || std::is_same_v<In, bfloat16>, "gemm: inputs are float or bfloat16");
+  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, bfloat16>, "gemm: outputs are float or bfloat16");
+  gemm_detail::validate(args);
+  if (args.m == 0 || args.n == 0) return;
+  using namespace gemm_detail;
+  const bool bf16 = args.precision == gemm_precision::bf16;
+  switch (gemm_path(args.precision)) {
+#if XLITE_X86_KERNELS
+  case isa::amx:
+  case isa::avx512_bf16:
+    return run_path<avx512_bf16_path>(args, epilogue);
+  case isa::avx512:
+    return bf16 ? run_path<avx512_path<step_kind::swapped_pairs>>(args, epilogue)
+                : run_path<avx512_path<step_kind::floats>>(args, epilogue);
+  case isa::avx2:
+    return bf16 ? run_path<avx2_path<step_kind::swapped_pairs>>(args, epilogue)
+                : run_path<avx2_path<step_kind::floats>>(args, epilogue);
+#endif
+  default:
+    return bf16 ? run_path<portable_path<step_kind::swapped_pairs>>(args, epilogue)
+                : run_path<portable_path<step_kind::floats>>(args, epilogue);
+  }
+}
+
+} // namespace xlite::kernels

@@ -1,0 +1,169 @@
+#pragma once
+
+// The innermost loop of the GEMM: one tile of C, MR rows by NR columns, updated with the
+// product of a packed panel of A (MR rows, kc steps) and a packed panel of B (kc steps, NR
+// columns). Everything else in kernels/gemm.hpp exists to feed these loops from cache.
+//
+// Packed layouts (kernels/gemm_pack.hpp writes them):
+//   A panel: step s holds the MR values of rows 0..MR-1, i.e. a[s * MR + i];
+//   B panel: step s holds the NR values of columns 0..NR-1, i.e. b[s * NR + j].
+// A step is one k for float panels, and a pair of k (k = 2s, 2s+1) for bf16-pair panels,
+// whose 32-bit elements hold two bfloat16: the even k in the low half.
+//
+// Accumulation order, the same on every path and for any thread count: each element of the
+// tile is one accumulator that takes the steps in order, s = 0, 1, ..., as fused
+// multiply-adds (float) or as VDPBF16PS does (bf16 pairs: the odd k's product, then the
+// even k's, each added with one rounding). The portable path multiplies and adds in two
+// roundings (plain C++ does not contract a * b + c).
+
+#include <cstdint>
+
+#include "xlite/kernels/intrinsics.hpp"
+
+namespace xlite::kernels::gemm_detail {
+
+// How a micro-kernel starts its accumulators and writes its tile back:
+//   start  acc = 0 when start_scale is 0 (C is not read), else acc = start_scale * C;
+//   write  C = acc when alpha is 1, else C = alpha * acc.
+struct tile_update {
+  float start_scale;
+  float alpha;
+};
+
+template <class Packed>
+using micro_kernel_fn = void (*)(std::int64_t steps, const Packed* a, const Packed* b, float* c, std::int64_t ldc,
+                                 const tile_update& update);
+
+// ---- portable --------------------------------------------------------------------------------
+
+template <int MR, int NR>
+void micro_kernel_portable(std::int64_t steps, const float* a, const float* b, float* c, std::int64_t ldc,
+                           const tile_update& update) {
+  float acc[MR][NR];
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) acc[i][j] = update.start_scale == 0.0f ? 0.0f : update.start_scale * c[i * ldc + j];
+  }
+  for (std::int64_t s = 0; s < steps; ++s) {
+    for (int i = 0; i < MR; ++i) {
+      const float ai = a[s * MR + i];
+      for (int j = 0; j < NR; ++j) acc[i][j] += ai * b[s * NR + j];
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) c[i * ldc + j] = update.alpha == 1.0f ? acc[i][j] : update.alpha * acc[i][j];
+  }
+}
+
+#if XLITE_X86_KERNELS
+XLITE_INTRINSICS_BEGIN
+
+// ---- AVX2: 6 x 16, twelve ymm accumulators ------------------------------------------------------
+
+template <int MR, int NV>
+XLITE_TARGET_AVX2 inline void micro_kernel_avx2(std::int64_t steps, const float* a, const float* b, float* c,
+                                                std::int64_t ldc, const tile_update& update) {
+  constexpr int NR = 8 * NV;
+  __m256 acc[MR][NV];
+  const __m256 start = _mm256_set1_ps(update.start_scale);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      acc[i][v] = update.start_scale == 0.0f ? _mm256_setzero_ps() : _mm256_mul_ps(start, _mm256_loadu_ps(c + i * ldc + 8 * v));
+    }
+  }
+  for (std::int64_t s = 0; s < steps; ++s) {
+    __m256 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = _mm256_load_ps(b + s * NR + 8 * v);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + s * MR + i);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(ai, bv[v], acc[i][v]);
+    }
+  }
+  const __m256 alpha = _mm256_set1_ps(update.alpha);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      _mm256_storeu_ps(c + i * ldc + 8 * v, update.alpha == 1.0f ? acc[i][v] : _mm256_mul_ps(alpha, acc[i][v]));
+    }
+  }
+}
+
+// ---- AVX-512: float steps (FMA) and bf16-pair steps (VDPBF16PS) ---------------------------------
+
+// The store and the start of a zmm tile are the same for both step kinds.
+template <int MR, int NV>
+XLITE_TARGET_AVX512 inline void start_tile_avx512(__m512 (&acc)[MR][NV], const float* c, std::int64_t ldc,
+                                                  const tile_update& update) {
+  const __m512 start = _mm512_set1_ps(update.start_scale);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      acc[i][v] = update.start_scale == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(start, _mm512_loadu_ps(c + i * ldc + 16 * v));
+    }
+  }
+}
+
+template <int MR, int NV>
+XLITE_TARGET_AVX512 inline void write_tile_avx512(const __m512 (&acc)[MR][NV], float* c, std::int64_t ldc,
+                                                  const tile_update& update) {
+  const __m512 alpha = _mm512_set1_ps(update.alpha);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      _mm512_storeu_ps(c + i * ldc + 16 * v, update.alpha == 1.0f ? acc[i][v] : _mm512_mul_ps(alpha, acc[i][v]));
+    }
+  }
+}
+
+template <int MR, int NV>
+XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, const float* a, const float* b, float* c,
+                                                  std::int64_t ldc, const tile_update& update) {
+  constexpr int NR = 16 * NV;
+  __m512 acc[MR][NV];
+  start_tile_avx512(acc, c, ldc, update);
+  for (std::int64_t s = 0; s < steps; ++s) {
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + s * NR + 16 * v);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[s * MR + i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+    }
+  }
+  write_tile_avx512(acc, c, ldc, update);
+}
+
+template <int MR, int NV>
+XLITE_TARGET_AVX512_BF16 inline void micro_kernel_avx512_bf16(std::int64_t steps, const std::uint32_t* a,
+                                                             const std::uint32_t* b, float* c, std::int64_t ldc,
+                                                             const tile_update& update) {
+  constexpr int NR = 16 * NV;
+  __m512 acc[MR][NV];
+  start_tile_avx512(acc, c, ldc, update);
+  for (std::int64_t s = 0; s < steps; ++s) {
+    __m512bh bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + s * NR + 16 * v);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[s * MR + i]));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+    }
+  }
+  write_tile_avx512(acc, c, ldc, update);
+}
+
+XLITE_INTRINSICS_END
+#endif // XLITE_X86_KERNELS
+
+} // namespace xlite::kernels::gemm_detail

@@ -1,0 +1,125 @@
+#pragma once
+
+// Packing: copying a block of A or B into the panel layout the micro-kernels read
+// (kernels/gemm_microkernel.hpp), so that the innermost loop walks memory in order and
+// finds it in cache. A block of op(A) becomes panels of MR rows, a block of op(B) panels of
+// NR columns; both are "panels of W indices by steps", so one routine packs both. Indices
+// past the matrix's edge are packed as zeros, which the micro-kernel multiplies harmlessly.
+//
+// What a step holds decides the numerics of the path (see gemm.hpp):
+//   floats          one k per step, the value as it is (or rounded to bfloat16 first)
+//   swapped pairs   one k per step, in the order k+1, k, k+3, k+2, ...: a float kernel then
+//                   accumulates in VDPBF16PS's order, odd k before even k of each pair
+//   bf16 pairs      two k per step in one 32-bit element, the even k in the low half
+
+#include <bit>
+#include <cstdint>
+#include <type_traits>
+
+#include "xlite/core/bfloat16.hpp"
+
+namespace xlite::kernels::gemm_detail {
+
+// Element (index, k) of a block of op(A) (index: a row) or of op(B) (index: a column).
+// k_major: consecutive k are ld apart in memory (A transposed, B not transposed), else
+// consecutive indices are.
+template <class T>
+struct panel_source {
+  const T* data; // element (0, 0) of the block
+  std::int64_t ld;
+  bool k_major;
+
+  T operator()(std::int64_t index, std::int64_t k) const { return k_major ? data[k * ld + index] : data[index * ld + k]; }
+};
+
+// A source value rounded to bfloat16 (a no-op for bfloat16 sources).
+inline bfloat16 as_bfloat16(float value) { return bfloat16(value); }
+inline bfloat16 as_bfloat16(bfloat16 value) { return value; }
+
+// Packs `count` indices by `steps` steps into panels of W: panel q starts at
+// dst + q * steps * W, and holds fetch(index, step) at [step * W + index % W], zeros for
+// indices from count up to the panel's end. The loop order follows the source's layout
+// (KMajor: consecutive steps are far apart, consecutive indices adjacent), so that reads
+// are contiguous.
+template <int W, bool KMajor, class Packed, class Fetch>
+void pack_panels(Packed* dst, std::int64_t count, std::int64_t steps, const Fetch& fetch) {
+  for (std::int64_t first = 0; first < count; first += W) {
+    const std::int64_t width = count - first < W ? count - first : W;
+    Packed* panel = dst + first * steps;
+    if constexpr (KMajor) {
+      for (std::int64_t s = 0; s < steps; ++s) {
+        Packed* row = panel + s * W;
+        if (width == W) {
+          for (int w = 0; w < W; ++w) row[w] = fetch(first + w, s);
+        } else {
+          for (std::int64_t w = 0; w < W; ++w) row[w] = w < width ? fetch(first + w, s) : Packed{};
+        }
+      }
+    } else {
+      for (std::int64_t w = 0; w < W; ++w) {
+        if (w < width) {
+          for (std::int64_t s = 0; s < steps; ++s) panel[s * W + w] = fetch(first + w, s);
+        } else {
+          for (std::int64_t s = 0; s < steps; ++s) panel[s * W + w] = Packed{};
+        }
+      }
+    }
+  }
+}
+
+// Calls pack(fetch) with a fetch of source elements that knows the layout at compile time.
+template <class T, class Pack>
+void with_layout(const panel_source<T>& src, const Pack& pack) {
+  const T* data = src.data;
+  const std::int64_t ld = src.ld;
+  if (src.k_major) {
+    pack(std::true_type{}, [data, ld](std::int64_t index, std::int64_t k) { return data[k * ld + index]; });
+  } else {
+    pack(std::false_type{}, [data, ld](std::int64_t index, std::int64_t k) { return data[index * ld + k]; });
+  }
+}
+
+// The three step formats over a source block of `depth` k.
+
+// floats: one k per step; round_to_bf16 rounds each value to bfloat16 first (bf16 compute
+// from float inputs).
+template <int W, class T>
+void pack_floats(float* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool round_to_bf16) {
+  with_layout(src, [&](auto k_major, const auto& at) {
+    if (round_to_bf16) {
+      pack_panels<W, k_major()>(dst, count, depth,
+                                [&](std::int64_t i, std::int64_t k) { return static_cast<float>(as_bfloat16(at(i, k))); });
+    } else {
+      pack_panels<W, k_major()>(dst, count, depth,
+                                [&](std::int64_t i, std::int64_t k) { return static_cast<float>(at(i, k)); });
+    }
+  });
+}
+
+// The number of steps of a block of `depth` k in the pair formats: whole pairs.
+constexpr std::int64_t pair_steps(std::int64_t depth) { return (depth + 1) / 2; }
+
+// swapped pairs: 2 * pair_steps(depth) steps, k ^ 1 at step k, zero past depth.
+template <int W, class T>
+void pack_swapped_pairs(float* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
+  with_layout(src, [&](auto k_major, const auto& at) {
+    pack_panels<W, k_major()>(dst, count, 2 * pair_steps(depth), [&](std::int64_t i, std::int64_t s) {
+      const std::int64_t k = s ^ 1;
+      return k < depth ? static_cast<float>(as_bfloat16(at(i, k))) : 0.0f;
+    });
+  });
+}
+
+// bf16 pairs: pair_steps(depth) steps, k = 2s in the low half and 2s + 1 in the high half.
+template <int W, class T>
+void pack_bf16_pairs(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
+  with_layout(src, [&](auto k_major, const auto& at) {
+    const auto bits = [&](std::int64_t i, std::int64_t k) -> std::uint32_t {
+      return k < depth ? as_bfloat16(at(i, k)).bits() : 0u;
+    };
+    pack_panels<W, k_major()>(dst, count, pair_steps(depth),
+                              [&](std::int64_t i, std::int64_t s) { return bits(i, 2 * s) | bits(i, 2 * s + 1) << 16; });
+  });
+}
+
+} // namespace xlite::kernels::gemm_detail
