@@ -355,12 +355,15 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
   }
 }
 
-// C = beta * C (K = 0: op(A) op(B) is all zeros), then the epilogue.
+// K = 0: the accumulators start and end as in a micro-kernel with no steps.
 template <class In>
 void run_empty_product(const problem<In>& p, std::int64_t batch_index, const gemm_epilogue& epilogue) {
   for (std::int64_t i = 0; i < p.m; ++i) {
     float* row = p.c + i * p.ldc;
-    for (std::int64_t j = 0; j < p.n; ++j) row[j] = p.first_start_scale == 0.0f ? 0.0f : p.first_start_scale * row[j];
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      const float acc = p.first_start_scale == 0.0f ? 0.0f : p.first_start_scale * row[j];
+      row[j] = p.alpha == 1.0f ? acc : p.alpha * acc;
+    }
   }
   if (epilogue && p.m > 0 && p.n > 0) epilogue(batch_index, 0, 0, p.m, p.n);
 }

@@ -14,6 +14,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "xlite/core/bfloat16.hpp"
@@ -43,24 +44,30 @@ inline bfloat16 as_bfloat16(bfloat16 value) { return value; }
 // are contiguous.
 template <int W, bool KMajor, class Packed, class Fetch>
 void pack_panels(Packed* dst, std::int64_t count, std::int64_t steps, const Fetch& fetch) {
-  for (std::int64_t first = 0; first < count; first += W) {
-    const std::int64_t width = count - first < W ? count - first : W;
-    Packed* panel = dst + first * steps;
-    if constexpr (KMajor) {
-      for (std::int64_t s = 0; s < steps; ++s) {
-        Packed* row = panel + s * W;
-        if (width == W) {
-          for (int w = 0; w < W; ++w) row[w] = fetch(first + w, s);
-        } else {
-          for (std::int64_t w = 0; w < W; ++w) row[w] = w < width ? fetch(first + w, s) : Packed{};
-        }
+  const std::int64_t full = count / W * W; // indices in whole panels
+  if constexpr (KMajor) {
+    // Row by row of the source (one step of every panel), so that it is read in order.
+    for (std::int64_t s = 0; s < steps; ++s) {
+      for (std::int64_t first = 0; first < full; first += W) {
+        Packed* row = dst + first * steps + s * W;
+        for (int w = 0; w < W; ++w) row[w] = fetch(first + w, s);
       }
-    } else {
-      for (std::int64_t w = 0; w < W; ++w) {
-        if (w < width) {
-          for (std::int64_t s = 0; s < steps; ++s) panel[s * W + w] = fetch(first + w, s);
-        } else {
-          for (std::int64_t s = 0; s < steps; ++s) panel[s * W + w] = Packed{};
+      if (full < count) {
+        Packed* row = dst + full * steps + s * W;
+        for (std::int64_t w = 0; w < W; ++w) row[w] = full + w < count ? fetch(full + w, s) : Packed{};
+      }
+    }
+  } else {
+    // A transpose, in blocks of 16 steps: each source row is read a cache line at a time
+    // while the block of the panel being written stays in L1.
+    constexpr std::int64_t block = 16;
+    for (std::int64_t first = 0; first < count; first += W) {
+      const std::int64_t width = count - first < W ? count - first : W;
+      Packed* panel = dst + first * steps;
+      for (std::int64_t s0 = 0; s0 < steps; s0 += block) {
+        const std::int64_t s1 = s0 + block < steps ? s0 + block : steps;
+        for (std::int64_t w = 0; w < W; ++w) {
+          for (std::int64_t s = s0; s < s1; ++s) panel[s * W + w] = w < width ? fetch(first + w, s) : Packed{};
         }
       }
     }
@@ -85,6 +92,21 @@ void with_layout(const panel_source<T>& src, const Pack& pack) {
 // from float inputs).
 template <int W, class T>
 void pack_floats(float* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool round_to_bf16) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (src.k_major && !round_to_bf16) { // whole panel rows are copies (GCC's -O2 would not vectorize the loop)
+      const std::int64_t full = count / W * W;
+      for (std::int64_t k = 0; k < depth; ++k) {
+        const float* row = src.data + k * src.ld;
+        for (std::int64_t first = 0; first < full; first += W) {
+          std::memcpy(dst + first * depth + k * W, row + first, W * sizeof(float));
+        }
+        for (std::int64_t w = full; w < full + W && full < count; ++w) {
+          dst[full * depth + k * W + (w - full)] = w < count ? row[w] : 0.0f;
+        }
+      }
+      return;
+    }
+  }
   with_layout(src, [&](auto k_major, const auto& at) {
     if (round_to_bf16) {
       pack_panels<W, k_major()>(dst, count, depth,

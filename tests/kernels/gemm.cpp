@@ -1,0 +1,387 @@
+#include <xlite/core/thread_pool.hpp>
+#include <xlite/kernels/gemm.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "kernel_paths.hpp"
+
+using Catch::Matchers::Contains;
+using xlite::bfloat16;
+using xlite::isa;
+using xlite::kernels::gemm;
+using xlite::kernels::gemm_args;
+using xlite::kernels::gemm_precision;
+using xlite::kernels::transpose;
+
+namespace {
+
+// One random problem: sizes, layouts, scalars, batch, and its operands (with padding
+// between rows, so that lda > columns is exercised).
+struct gemm_case {
+  std::int64_t m, n, k, batch;
+  bool trans_a, trans_b;
+  float alpha, beta;
+  std::int64_t lda, ldb, ldc;
+  std::int64_t stride_a, stride_b, stride_c;
+  std::vector<float> a, b, c;
+
+  float a_at(std::int64_t p, std::int64_t i, std::int64_t q) const { // op(A)(i, q) of problem p
+    return a[static_cast<std::size_t>(p * stride_a + (trans_a ? q * lda + i : i * lda + q))];
+  }
+  float b_at(std::int64_t p, std::int64_t q, std::int64_t j) const {
+    return b[static_cast<std::size_t>(p * stride_b + (trans_b ? j * ldb + q : q * ldb + j))];
+  }
+  std::size_t c_index(std::int64_t p, std::int64_t i, std::int64_t j) const {
+    return static_cast<std::size_t>(p * stride_c + i * ldc + j);
+  }
+};
+
+gemm_case random_case(std::mt19937& rng, std::int64_t max_size) {
+  std::uniform_int_distribution<std::int64_t> size(0, max_size);
+  std::uniform_int_distribution<int> coin(0, 1);
+  std::uniform_int_distribution<int> pad(0, 3);
+  const std::int64_t small_sizes[] = {0, 1, 2, 3, 7, 12, 13, 31, 33};
+  const auto pick = [&] { return coin(rng) ? small_sizes[std::uniform_int_distribution<int>(0, 8)(rng)] : size(rng); };
+  gemm_case g;
+  g.m = pick();
+  g.n = pick();
+  g.k = pick();
+  g.batch = std::uniform_int_distribution<std::int64_t>(1, 3)(rng);
+  g.trans_a = coin(rng);
+  g.trans_b = coin(rng);
+  const float alphas[] = {1.0f, 1.0f, -0.5f, 2.0f};
+  const float betas[] = {0.0f, 0.0f, 1.0f, 0.75f};
+  g.alpha = alphas[std::uniform_int_distribution<int>(0, 3)(rng)];
+  g.beta = betas[std::uniform_int_distribution<int>(0, 3)(rng)];
+  g.lda = (g.trans_a ? g.m : g.k) + pad(rng);
+  g.ldb = (g.trans_b ? g.k : g.n) + pad(rng);
+  g.ldc = g.n + pad(rng);
+  g.stride_a = (g.trans_a ? g.k : g.m) * g.lda + pad(rng);
+  g.stride_b = coin(rng) ? 0 : (g.trans_b ? g.n : g.k) * g.ldb + pad(rng); // 0: B shared by the batch
+  g.stride_c = g.m * g.ldc + pad(rng);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  const auto fill = [&](std::vector<float>& v, std::int64_t count) {
+    v.resize(static_cast<std::size_t>(count) + 1);
+    for (float& x : v) x = value(rng);
+  };
+  fill(g.a, g.batch * g.stride_a);
+  fill(g.b, g.batch * std::max<std::int64_t>(g.stride_b, (g.trans_b ? g.n : g.k) * g.ldb));
+  fill(g.c, g.batch * g.stride_c);
+  return g;
+}
+
+template <class In, class Out>
+gemm_args<In, Out> args_of(const gemm_case& g, const In* a, const In* b, Out* c, gemm_precision precision) {
+  return {.m = g.m, .n = g.n, .k = g.k, .a = a, .lda = g.lda, .trans_a = g.trans_a ? transpose::yes : transpose::no,
+          .b = b, .ldb = g.ldb, .trans_b = g.trans_b ? transpose::yes : transpose::no, .c = c, .ldc = g.ldc,
+          .alpha = g.alpha, .beta = g.beta, .batch = g.batch, .stride_a = g.stride_a, .stride_b = g.stride_b,
+          .stride_c = g.stride_c, .precision = precision};
+}
+
+// The value rounded to bfloat16 and back, when the GEMM computes in bf16.
+float input_value(float x, bool bf16) { return bf16 ? static_cast<float>(bfloat16(x)) : x; }
+
+// Checks C against a double-precision product of the same (rounded) inputs, with the bound
+// of a K-term float accumulation: |error| <= alpha * gamma(K + 2) * sum |a||b| + the
+// roundings of beta * C and of alpha * acc (and of the bfloat16 output, when there is one).
+void check_against_double(const gemm_case& g, const std::vector<float>& c, bool bf16, bool bf16_output) {
+  constexpr double u = 0x1p-24;
+  const double gamma = static_cast<double>(g.k + 2) * u / (1.0 - static_cast<double>(g.k + 2) * u);
+  for (std::int64_t p = 0; p < g.batch; ++p) {
+    for (std::int64_t i = 0; i < g.m; ++i) {
+      for (std::int64_t j = 0; j < g.n; ++j) {
+        double exact = 0.0;
+        double magnitude = 0.0;
+        for (std::int64_t q = 0; q < g.k; ++q) {
+          const double product = static_cast<double>(input_value(g.a_at(p, i, q), bf16)) * input_value(g.b_at(p, q, j), bf16);
+          exact += product;
+          magnitude += std::fabs(product);
+        }
+        const double c0 = g.beta == 0.0f ? 0.0 : static_cast<double>(g.c[g.c_index(p, i, j)]);
+        const double expected = g.alpha * exact + g.beta * c0;
+        double bound = std::fabs(g.alpha) * gamma * magnitude + 2 * u * (std::fabs(g.beta * c0) + std::fabs(expected));
+        if (bf16_output) bound += 0x1p-8 * (std::fabs(expected) + bound);
+        const float got = c[g.c_index(p, i, j)];
+        if (!(std::fabs(got - expected) <= bound + 1e-30)) {
+          FAIL_CHECK("C(" << p << ", " << i << ", " << j << ") = " << got << ", expected " << expected << " within "
+                          << bound);
+          return;
+        }
+      }
+    }
+  }
+}
+
+// The C of a problem, computed as the paths promise, by a naive loop: one float
+// accumulator per element over k in order (fused multiply-adds, or multiply then add on
+// the portable fp32 path), started and finished as gemm.hpp's header says.
+std::vector<float> naive_chain(const gemm_case& g, bool fused) {
+  std::vector<float> c = g.c;
+  for (std::int64_t p = 0; p < g.batch; ++p) {
+    for (std::int64_t i = 0; i < g.m; ++i) {
+      for (std::int64_t j = 0; j < g.n; ++j) {
+        float& out = c[g.c_index(p, i, j)];
+        float acc = g.alpha != 1.0f || g.beta == 0.0f ? 0.0f : (g.beta == 1.0f ? out : g.beta * out);
+        for (std::int64_t q = 0; q < g.k; ++q) {
+          acc = fused ? std::fma(g.a_at(p, i, q), g.b_at(p, q, j), acc) : acc + g.a_at(p, i, q) * g.b_at(p, q, j);
+        }
+        if (g.alpha == 1.0f) {
+          out = acc;
+        } else if (g.beta == 0.0f) {
+          out = g.alpha * acc;
+        } else {
+          out = std::fma(g.alpha, acc, g.beta * out);
+        }
+      }
+    }
+  }
+  return c;
+}
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+std::vector<isa> fp32_paths() {
+  std::set<isa> paths;
+  for (const isa level : xlite_test::kernel_paths()) paths.insert(std::min(level, isa::avx512));
+  return {paths.begin(), paths.end()};
+}
+
+} // namespace
+
+TEST_CASE("fp32 gemm: every path is the naive float accumulation, bit for bit, and within the error bound",
+          "[gemm]") {
+  std::mt19937 rng(20261122);
+  for (int trial = 0; trial < 60; ++trial) {
+    const gemm_case g = random_case(rng, trial < 50 ? 40 : 300);
+    INFO("m " << g.m << ", n " << g.n << ", k " << g.k << ", batch " << g.batch << ", trans " << g.trans_a << g.trans_b
+              << ", alpha " << g.alpha << ", beta " << g.beta);
+    const std::vector<float> fused = naive_chain(g, true);
+    const std::vector<float> unfused = naive_chain(g, false);
+    for (const isa path : fp32_paths()) {
+      INFO("path " << path);
+      xlite::scoped_max_isa cap(path);
+      REQUIRE(xlite::kernels::gemm_path(gemm_precision::fp32) == path);
+      std::vector<float> c = g.c;
+      gemm(args_of<float, float>(g, g.a.data(), g.b.data(), c.data(), gemm_precision::fp32));
+      CHECK(same_bits(c, path == isa::portable ? unfused : fused));
+      check_against_double(g, c, false, false);
+    }
+  }
+}
+
+TEST_CASE("bf16 gemm: every path gives the same bits, within the error bound of the rounded inputs", "[gemm]") {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 40; ++trial) {
+    const gemm_case g = random_case(rng, trial < 32 ? 40 : 300);
+    INFO("m " << g.m << ", n " << g.n << ", k " << g.k << ", batch " << g.batch << ", trans " << g.trans_a << g.trans_b
+              << ", alpha " << g.alpha << ", beta " << g.beta);
+    std::vector<bfloat16> a(g.a.begin(), g.a.end());
+    std::vector<bfloat16> b(g.b.begin(), g.b.end());
+    std::vector<float> first;
+    for (const isa path : xlite_test::kernel_paths()) {
+      INFO("path " << path);
+      xlite::scoped_max_isa cap(path);
+      // From float inputs rounded while packing, and from bfloat16 inputs: the same numbers.
+      std::vector<float> c = g.c;
+      gemm(args_of<float, float>(g, g.a.data(), g.b.data(), c.data(), gemm_precision::bf16));
+      std::vector<float> from_bf16 = g.c;
+      gemm(args_of<bfloat16, float>(g, a.data(), b.data(), from_bf16.data(), gemm_precision::bf16));
+      CHECK(same_bits(c, from_bf16));
+      check_against_double(g, c, true, false);
+      if (first.empty()) {
+        first = c;
+      } else {
+        CHECK(same_bits(c, first));
+      }
+      // bfloat16 output: the float result rounded once.
+      std::vector<bfloat16> c16(g.c.begin(), g.c.end());
+      gemm(args_of<bfloat16, bfloat16>(g, a.data(), b.data(), c16.data(), gemm_precision::bf16));
+      gemm_case widened = g; // beta * C reads the bfloat16 C
+      for (std::size_t i = 0; i < widened.c.size(); ++i) widened.c[i] = static_cast<float>(bfloat16(g.c[i]));
+      std::vector<float> expected = widened.c;
+      gemm(args_of<bfloat16, float>(widened, a.data(), b.data(), expected.data(), gemm_precision::bf16));
+      bool rounded_once = true;
+      for (std::int64_t p = 0; p < g.batch; ++p) {
+        for (std::int64_t i = 0; i < g.m; ++i) {
+          for (std::int64_t j = 0; j < g.n; ++j) {
+            const std::size_t at = g.c_index(p, i, j);
+            rounded_once = rounded_once && c16[at].bits() == bfloat16(expected[at]).bits();
+          }
+        }
+      }
+      CHECK(rounded_once);
+    }
+  }
+}
+
+TEST_CASE("bf16 gemm accumulates as VDPBF16PS does: odd k before even k, denormals flushed", "[gemm]") {
+  // C = 1 + a0 b0 + a1 b1 with a0 b0 = 1.5 * 2^-24 and a1 b1 = 2^-24, starting from C
+  // (beta 1). Odd first: 1 + 2^-24 is a tie and stays 1, then 1 + 1.5 * 2^-24 rounds up to
+  // 1 + 2^-23. Even first: 1 + 2^-23, then + 2^-24 is a tie that goes to the even 1 + 2^-22.
+  const std::vector<bfloat16> a{bfloat16(0x1.8p-24f), bfloat16(0x1p-24f)};
+  const std::vector<bfloat16> b{bfloat16(1.0f), bfloat16(1.0f)};
+  const std::vector<float> a32{0x1.8p-24f, 0x1p-24f};
+  const std::vector<float> b32{1.0f, 1.0f};
+  for (const isa path : xlite_test::kernel_paths()) {
+    INFO("path " << path);
+    xlite::scoped_max_isa cap(path);
+    float c = 1.0f;
+    gemm(gemm_args<bfloat16, float>{.m = 1, .n = 1, .k = 2, .a = a.data(), .lda = 2, .b = b.data(), .ldb = 1, .c = &c,
+                                    .ldc = 1, .beta = 1.0f});
+    CHECK(c == 0x1.000002p0f);
+    // fp32 takes k in order: even first.
+    float c32 = 1.0f;
+    gemm(gemm_args<float, float>{.m = 1, .n = 1, .k = 2, .a = a32.data(), .lda = 2, .b = b32.data(), .ldb = 1,
+                                 .c = &c32, .ldc = 1, .beta = 1.0f});
+    CHECK(c32 == 0x1.000004p0f);
+    // A denormal product is flushed to zero in bf16: (2^-70)(2^-70) = 2^-140.
+    const std::vector<bfloat16> tiny{bfloat16(0x1p-70f), bfloat16(0x1p-70f)};
+    float d = 5.0f;
+    gemm(gemm_args<bfloat16, float>{.m = 1, .n = 1, .k = 1, .a = tiny.data(), .lda = 1, .b = tiny.data() + 1, .ldb = 1,
+                                    .c = &d, .ldc = 1});
+    CHECK(std::bit_cast<std::uint32_t>(d) == 0u);
+    // fp32 keeps it.
+    const float x = 0x1p-70f;
+    d = 5.0f;
+    gemm(gemm_args<float, float>{.m = 1, .n = 1, .k = 1, .a = &x, .lda = 1, .b = &x, .ldb = 1, .c = &d, .ldc = 1});
+    CHECK(d == 0x1p-140f);
+  }
+}
+
+TEST_CASE("gemm gives the same bits for any thread count", "[gemm]") {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (int trial = 0; trial < 4; ++trial) {
+    gemm_case g{};
+    g.m = 150 + trial * 37;
+    g.n = 90 + trial * 121;
+    g.k = 400 + trial * 250;
+    g.batch = 1;
+    g.trans_a = trial % 2 == 1;
+    g.trans_b = trial / 2 == 1;
+    g.alpha = 1.0f;
+    g.beta = trial == 3 ? 1.0f : 0.0f;
+    g.lda = g.trans_a ? g.m : g.k;
+    g.ldb = g.trans_b ? g.k : g.n;
+    g.ldc = g.n;
+    for (auto [v, size] : {std::tuple{&g.a, g.m * g.k}, std::tuple{&g.b, g.k * g.n}, std::tuple{&g.c, g.m * g.n}}) {
+      v->resize(static_cast<std::size_t>(size));
+      for (float& x : *v) x = value(rng);
+    }
+    for (const gemm_precision precision : {gemm_precision::fp32, gemm_precision::bf16}) {
+      std::vector<float> reference;
+      for (const std::size_t threads : {1, 2, 3, 5}) {
+        INFO("trial " << trial << ", threads " << threads << ", bf16 " << (precision == gemm_precision::bf16));
+        xlite::thread_pool pool(threads);
+        xlite::scoped_thread_pool use(pool);
+        std::vector<float> c = g.c;
+        gemm(args_of<float, float>(g, g.a.data(), g.b.data(), c.data(), precision));
+        if (reference.empty()) {
+          reference = c;
+        } else {
+          CHECK(same_bits(c, reference));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gemm with beta 0 does not read C, and K = 0 scales C by beta", "[gemm]") {
+  const std::vector<float> a{1.0f, 2.0f};
+  const std::vector<float> b{3.0f, 4.0f};
+  std::vector<float> c{std::numeric_limits<float>::quiet_NaN()};
+  gemm(gemm_args<float, float>{.m = 1, .n = 1, .k = 2, .a = a.data(), .lda = 2, .b = b.data(), .ldb = 1, .c = c.data(),
+                               .ldc = 1});
+  CHECK(c[0] == 11.0f);
+  c[0] = std::numeric_limits<float>::quiet_NaN();
+  gemm(gemm_args<float, float>{.m = 1, .n = 1, .k = 0, .a = nullptr, .b = nullptr, .c = c.data(), .ldc = 1});
+  CHECK(c[0] == 0.0f);
+  c[0] = 3.0f;
+  gemm(gemm_args<float, float>{.m = 1, .n = 1, .k = 0, .c = c.data(), .ldc = 1, .alpha = 2.0f, .beta = 0.5f});
+  CHECK(c[0] == 1.5f);
+}
+
+TEST_CASE("gemm's epilogue sees every region of C once, after C is final", "[gemm]") {
+  struct seen {
+    std::vector<int> count;
+    const std::vector<float>* c;
+    const std::vector<float>* expected;
+    std::int64_t n;
+    bool final = true;
+  };
+  for (const std::size_t threads : {1, 2}) {
+    xlite::thread_pool pool(threads);
+    xlite::scoped_thread_pool use(pool);
+    const std::int64_t m = 333, n = 1000, k = 700;
+    std::vector<float> a(static_cast<std::size_t>(m * k), 0.5f);
+    std::vector<float> b(static_cast<std::size_t>(k * n), 0.25f);
+    std::vector<float> c(static_cast<std::size_t>(m * n));
+    const std::vector<float> expected(c.size(), 0.125f * k);
+    seen s{std::vector<int>(c.size()), &c, &expected, n};
+    xlite::kernels::gemm_epilogue epilogue{
+        [](void* context, std::int64_t batch, std::int64_t row, std::int64_t col, std::int64_t rows, std::int64_t cols) {
+          auto& st = *static_cast<seen*>(context);
+          CHECK(batch == 0);
+          for (std::int64_t i = row; i < row + rows; ++i) {
+            for (std::int64_t j = col; j < col + cols; ++j) {
+              const auto at = static_cast<std::size_t>(i * st.n + j);
+              ++st.count[at];
+              st.final = st.final && (*st.c)[at] == (*st.expected)[at];
+            }
+          }
+        },
+        &s};
+    gemm(gemm_args<float, float>{.m = m, .n = n, .k = k, .a = a.data(), .lda = k, .b = b.data(), .ldb = n, .c = c.data(),
+                                 .ldc = n},
+         epilogue);
+    CHECK(std::all_of(s.count.begin(), s.count.end(), [](int x) { return x == 1; }));
+    CHECK(s.final);
+  }
+}
+
+TEST_CASE("gemm rejects bad arguments with a message naming them", "[gemm]") {
+  std::vector<float> x(64);
+  const auto base = gemm_args<float, float>{.m = 4, .n = 4, .k = 4, .a = x.data(), .lda = 4, .b = x.data(), .ldb = 4,
+                                            .c = x.data(), .ldc = 4};
+  auto bad = base;
+  bad.m = -1;
+  CHECK_THROWS_WITH(gemm(bad), Contains("gemm: negative size") && Contains("m = -1"));
+  bad = base;
+  bad.lda = 3;
+  CHECK_THROWS_AS(gemm(bad), xlite::value_error);
+  CHECK_THROWS_WITH(gemm(bad), Contains("lda = 3 is less than the 4 columns of a"));
+  bad = base;
+  bad.trans_b = transpose::yes;
+  bad.k = 6;
+  bad.lda = 6;
+  bad.ldb = 5;
+  CHECK_THROWS_WITH(gemm(bad), Contains("ldb = 5") && Contains("6 columns of b") && Contains("transposed"));
+  bad = base;
+  bad.c = nullptr;
+  CHECK_THROWS_WITH(gemm(bad), Contains("c is null for a 4 x 4 result"));
+  bad = base;
+  bad.batch = 2;
+  bad.stride_c = 8;
+  CHECK_THROWS_WITH(gemm(bad), Contains("the 2 results overlap"));
+  bad = base;
+  bad.batch = 0;
+  CHECK_THROWS_WITH(gemm(bad), Contains("batch must be at least 1"));
+  const std::vector<bfloat16> h(16);
+  std::vector<float> out(16);
+  CHECK_THROWS_WITH(gemm(gemm_args<bfloat16, float>{.m = 4, .n = 4, .k = 4, .a = h.data(), .lda = 4, .b = h.data(),
+                                                    .ldb = 4, .c = out.data(), .ldc = 4,
+                                                    .precision = gemm_precision::fp32}),
+                    Contains("fp32 precision needs float inputs"));
+}
