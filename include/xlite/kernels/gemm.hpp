@@ -215,6 +215,10 @@ struct avx512_path : path_traits<float, 12, 32, Steps, 256, 3072, 512> {
 
 struct avx512_bf16_path : path_traits<std::uint32_t, 12, 32, step_kind::bf16_pairs, 768, 3072, 384> {
   static constexpr isa level = isa::avx512_bf16;
+  template <int W, class T>
+  static void pack(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool) {
+    pack_bf16_pairs_avx512<W>(dst, src, count, depth);
+  }
   static void micro(std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t ldc,
                     const tile_update& u) {
     micro_kernel_avx512_bf16<12, 2>(s, a, b, c, ldc, u);
