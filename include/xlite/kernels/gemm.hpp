@@ -208,6 +208,13 @@ struct avx2_path : path_traits<float, 6, 16, Steps, 256, 3072, 512> {
 template <step_kind Steps>
 struct avx512_path : path_traits<float, 12, 32, Steps, 256, 3072, 512> {
   static constexpr isa level = isa::avx512;
+  template <int W, class T>
+  static void pack(float* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool round_to_bf16) {
+    if constexpr (std::is_same_v<T, float> && Steps == step_kind::floats) {
+      if (!src.k_major && !round_to_bf16) return pack_floats_index_major_avx512<W>(dst, src.data, src.ld, count, depth);
+    }
+    path_traits<float, 12, 32, Steps, 256, 3072, 512>::template pack<W>(dst, src, count, depth, round_to_bf16);
+  }
   static void micro(std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc, const tile_update& u) {
     micro_kernel_avx512<12, 2>(s, a, b, c, ldc, u);
   }

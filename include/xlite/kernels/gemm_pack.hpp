@@ -230,6 +230,60 @@ XLITE_TARGET_AVX512_BF16 void pack_bf16_pairs_avx512(std::uint32_t* dst, const p
   }
 }
 
+// Float panels from an index-major float source (A not transposed, B transposed): a
+// transpose, 16 indices by 16 steps at a time in registers, so that each step's W values
+// are stored together instead of one by one.
+XLITE_TARGET_AVX512 __attribute__((always_inline)) inline void transpose_16x16(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+  }
+  // Now r[4q + j] holds, in each 128-bit lane L, column 4L + j' of rows 4q..4q+3 for some j';
+  // two rounds of 128-bit shuffles bring each column's four lanes together.
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+  }
+}
+
+template <int W>
+XLITE_TARGET_AVX512 void pack_floats_index_major_avx512(float* dst, const float* src, std::int64_t ld, std::int64_t count,
+                                                      std::int64_t depth) {
+  for (std::int64_t first = 0; first < count; first += W) {
+    float* panel = dst + first * depth;
+    for (int w0 = 0; w0 < W; w0 += 16) { // 16 indices of the panel at a time
+      const int width = W - w0 < 16 ? W - w0 : 16;
+      const auto store_lanes = static_cast<__mmask16>((1u << width) - 1);
+      for (std::int64_t s0 = 0; s0 < depth; s0 += 16) {
+        const std::int64_t n = depth - s0 < 16 ? depth - s0 : 16;
+        const auto load_lanes = static_cast<__mmask16>(n == 16 ? 0xffffu : (1u << n) - 1);
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i) {
+          const std::int64_t index = first + w0 + i;
+          r[i] = i < width && index < count ? _mm512_maskz_loadu_ps(load_lanes, src + index * ld + s0) : _mm512_setzero_ps();
+        }
+        transpose_16x16(r);
+        for (std::int64_t s = 0; s < n; ++s) _mm512_mask_storeu_ps(panel + (s0 + s) * W + w0, store_lanes, r[s]);
+      }
+    }
+  }
+}
+
 XLITE_INTRINSICS_END
 #endif // XLITE_X86_KERNELS
 
