@@ -36,6 +36,7 @@
 #include "xlite/core/cpu_features.hpp"
 #include "xlite/core/error.hpp"
 #include "xlite/core/thread_pool.hpp"
+#include "xlite/kernels/amx.hpp"
 #include "xlite/kernels/convert.hpp"
 #include "xlite/kernels/gemm_microkernel.hpp"
 #include "xlite/kernels/gemm_pack.hpp"
@@ -159,7 +160,7 @@ private:
 // mc x kc block of A is shared by the threads from L3.
 enum class step_kind { floats, swapped_pairs, bf16_pairs };
 
-template <class Packed, int MR, int NR, step_kind Steps, std::int64_t KC, std::int64_t MC, std::int64_t NC>
+template <class Path, class Packed, int MR, int NR, step_kind Steps, std::int64_t KC, std::int64_t MC, std::int64_t NC>
 struct path_traits {
   using packed = Packed;
   static constexpr int mr = MR;
@@ -183,13 +184,27 @@ struct path_traits {
     } else if constexpr (Steps == step_kind::swapped_pairs) {
       pack_swapped_pairs<W>(dst, src, count, depth);
     } else {
-      pack_bf16_pairs<W>(dst, src, count, depth);
+      pack_bf16_pairs<W>(dst, src, count, depth, pair_steps(depth));
     }
   }
+
+  // A's panels have MR rows and B's NR columns; a path may pack them differently (Path::pack).
+  template <class T>
+  static void pack_a(Packed* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool round) {
+    Path::template pack<MR>(dst, src, count, depth, round);
+  }
+  template <class T>
+  static void pack_b(Packed* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool round) {
+    Path::template pack<NR>(dst, src, count, depth, round);
+  }
+
+  // Around each thread's run of micro-kernels (AMX loads its tile configuration here).
+  static void begin_task() {}
+  static void end_task() {}
 };
 
 template <step_kind Steps>
-struct portable_path : path_traits<float, 4, 16, Steps, 256, 2048, 256> {
+struct portable_path : path_traits<portable_path<Steps>, float, 4, 16, Steps, 256, 2048, 256> {
   static constexpr isa level = isa::portable;
   static void micro(std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc, const tile_update& u) {
     micro_kernel_portable<4, 16>(s, a, b, c, ldc, u);
@@ -198,7 +213,7 @@ struct portable_path : path_traits<float, 4, 16, Steps, 256, 2048, 256> {
 
 #if XLITE_X86_KERNELS
 template <step_kind Steps>
-struct avx2_path : path_traits<float, 6, 16, Steps, 256, 3072, 512> {
+struct avx2_path : path_traits<avx2_path<Steps>, float, 6, 16, Steps, 256, 3072, 512> {
   static constexpr isa level = isa::avx2;
   static void micro(std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc, const tile_update& u) {
     micro_kernel_avx2<6, 2>(s, a, b, c, ldc, u);
@@ -206,21 +221,22 @@ struct avx2_path : path_traits<float, 6, 16, Steps, 256, 3072, 512> {
 };
 
 template <step_kind Steps>
-struct avx512_path : path_traits<float, 12, 32, Steps, 256, 3072, 512> {
+struct avx512_path : path_traits<avx512_path<Steps>, float, 12, 32, Steps, 256, 3072, 512> {
   static constexpr isa level = isa::avx512;
   template <int W, class T>
   static void pack(float* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool round_to_bf16) {
     if constexpr (std::is_same_v<T, float> && Steps == step_kind::floats) {
       if (!src.k_major && !round_to_bf16) return pack_floats_index_major_avx512<W>(dst, src.data, src.ld, count, depth);
     }
-    path_traits<float, 12, 32, Steps, 256, 3072, 512>::template pack<W>(dst, src, count, depth, round_to_bf16);
+    path_traits<avx512_path, float, 12, 32, Steps, 256, 3072, 512>::template pack<W>(dst, src, count, depth,
+                                                                                     round_to_bf16);
   }
   static void micro(std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc, const tile_update& u) {
     micro_kernel_avx512<12, 2>(s, a, b, c, ldc, u);
   }
 };
 
-struct avx512_bf16_path : path_traits<std::uint32_t, 12, 32, step_kind::bf16_pairs, 768, 3072, 384> {
+struct avx512_bf16_path : path_traits<avx512_bf16_path, std::uint32_t, 12, 32, step_kind::bf16_pairs, 768, 3072, 384> {
   static constexpr isa level = isa::avx512_bf16;
   template <int W, class T>
   static void pack(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool) {
@@ -229,6 +245,43 @@ struct avx512_bf16_path : path_traits<std::uint32_t, 12, 32, step_kind::bf16_pai
   static void micro(std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t ldc,
                     const tile_update& u) {
     micro_kernel_avx512_bf16<12, 2>(s, a, b, c, ldc, u);
+  }
+};
+
+// AMX tiles (kernels/amx.hpp), through Tiles: amx::amx_tiles, or a model of them in tests.
+// Steps are k-pairs padded to whole 16-pair blocks.
+template <class Tiles>
+struct amx_path : path_traits<amx_path<Tiles>, std::uint32_t, amx::mr, amx::nr, step_kind::bf16_pairs, 1024, 3072, 256> {
+  static constexpr isa level = isa::amx;
+  static constexpr std::int64_t block = amx::pairs_per_block;
+
+  static constexpr std::int64_t steps(std::int64_t depth) { return (pair_steps(depth) + block - 1) / block * block; }
+  template <class T>
+  static void pack_a(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool) {
+    pack_amx_rows<amx::mr>(dst, src, count, depth, steps(depth));
+  }
+  template <class T>
+  static void pack_b(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool) {
+    pack_bf16_pairs<amx::nr>(dst, src, count, depth, steps(depth));
+  }
+
+  static Tiles& tiles() {
+    thread_local Tiles t;
+    return t;
+  }
+  static void begin_task() { tiles().configure(amx::kernel_config()); }
+  static void end_task() { tiles().release(); }
+
+  static void micro(std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t ldc,
+                    const tile_update& u) {
+    const auto scale = [&](float factor) {
+      for (int i = 0; i < amx::mr; ++i) {
+        for (int j = 0; j < amx::nr; ++j) c[i * ldc + j] *= factor;
+      }
+    };
+    if (u.start_scale != 0.0f && u.start_scale != 1.0f) scale(u.start_scale); // the tiles start from C or 0
+    amx::micro_kernel(tiles(), s / block, a, b, c, ldc, u.start_scale != 0.0f);
+    if (u.alpha != 1.0f) scale(u.alpha);
   }
 };
 #endif
@@ -296,8 +349,7 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
         const std::int64_t first = task * a_grain * mr;
         panel_source<In> part = a_source;
         part.data += p.trans_a ? first : first * p.lda;
-        Path::template pack<mr>(packed_a + first * steps, part, std::min(a_grain * mr, mb - first), kb,
-                                p.round_to_bf16);
+        Path::pack_a(packed_a + first * steps, part, std::min(a_grain * mr, mb - first), kb, p.round_to_bf16);
       });
 
       for (std::int64_t jc = 0; jc < p.n; jc += Path::nc) {
@@ -313,8 +365,7 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
           const std::int64_t first = task * b_grain * nr;
           panel_source<In> part = b_source;
           part.data += p.trans_b ? first * p.ldb : first;
-          Path::template pack<nr>(packed_b + first * steps, part, std::min(b_grain * nr, nb - first), kb,
-                                  p.round_to_bf16);
+          Path::pack_b(packed_b + first * steps, part, std::min(b_grain * nr, nb - first), kb, p.round_to_bf16);
         });
 
         // Tasks: groups of A panels, split across columns too when there are fewer A
@@ -331,6 +382,7 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
           const std::int64_t last_b = b_panels * (cg + 1) / col_groups;
           {
             scoped_flush_denormals flush(p.flush_denormals);
+            Path::begin_task();
             for (std::int64_t ap = first_a; ap < last_a; ++ap) {
               const std::int64_t i = ap * mr;
               const std::int64_t rows = std::min<std::int64_t>(mr, mb - i);
@@ -353,6 +405,7 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
                 for (std::int64_t r = 0; r < rows; ++r) std::copy_n(edge + r * nr, cols, c_tile + r * p.ldc);
               }
             }
+            Path::end_task();
           }
           if (last_block && epilogue && first_a < last_a && first_b < last_b) {
             const std::int64_t row = ic + first_a * mr;
@@ -515,10 +568,12 @@ void run_path(const gemm_args<In, Out>& g, const gemm_epilogue& epilogue) {
 
 } // namespace gemm_detail
 
-// The path gemm() takes for this precision under the current ISA cap.
+// The path gemm() takes for this precision under the current ISA cap: AMX only once its
+// probe has passed (kernels/amx.hpp).
 inline isa gemm_path(gemm_precision precision) {
   const isa active = active_isa();
   if (precision == gemm_precision::fp32) return std::min(active, isa::avx512);
+  if (active == isa::amx && amx::usable()) return isa::amx;
   return std::min(active, isa::avx512_bf16);
 }
 
@@ -533,6 +588,7 @@ void gemm(const gemm_args<In, Out>& args, gemm_epilogue epilogue = {}) {
   switch (gemm_path(args.precision)) {
 #if XLITE_X86_KERNELS
   case isa::amx:
+    return run_path<amx_path<amx::amx_tiles>>(args, epilogue);
   case isa::avx512_bf16:
     return run_path<avx512_bf16_path>(args, epilogue);
   case isa::avx512:

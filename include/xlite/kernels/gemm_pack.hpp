@@ -133,15 +133,40 @@ void pack_swapped_pairs(float* dst, const panel_source<T>& src, std::int64_t cou
   });
 }
 
-// bf16 pairs: pair_steps(depth) steps, k = 2s in the low half and 2s + 1 in the high half.
+// bf16 pairs: `steps` steps (pair_steps(depth), or more for zero padding), k = 2s in the
+// low half and 2s + 1 in the high half.
 template <int W, class T>
-void pack_bf16_pairs(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
+void pack_bf16_pairs(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth,
+                     std::int64_t steps) {
   with_layout(src, [&](auto k_major, const auto& at) {
     const auto bits = [&](std::int64_t i, std::int64_t k) -> std::uint32_t {
       return k < depth ? as_bfloat16(at(i, k)).bits() : 0u;
     };
-    pack_panels<W, k_major()>(dst, count, pair_steps(depth),
+    pack_panels<W, k_major()>(dst, count, steps,
                               [&](std::int64_t i, std::int64_t s) { return bits(i, 2 * s) | bits(i, 2 * s + 1) << 16; });
+  });
+}
+
+// The A panels of the AMX kernel (kernels/amx.hpp): blocks of 16 pair steps, each holding
+// rows 0..W-1 of 16 pair words, so that a tile row is one row of A. `steps` is a multiple
+// of 16.
+template <int W, class T>
+void pack_amx_rows(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth,
+                   std::int64_t steps) {
+  constexpr std::int64_t block = 16;
+  with_layout(src, [&](auto, const auto& at) {
+    const auto bits = [&](std::int64_t i, std::int64_t k) -> std::uint32_t {
+      return k < depth ? as_bfloat16(at(i, k)).bits() : 0u;
+    };
+    for (std::int64_t first = 0; first < count; first += W) {
+      std::uint32_t* panel = dst + first * steps;
+      for (std::int64_t w = 0; w < W; ++w) {
+        const std::int64_t i = first + w;
+        for (std::int64_t s = 0; s < steps; ++s) {
+          panel[(s / block) * W * block + w * block + s % block] = i < count ? bits(i, 2 * s) | bits(i, 2 * s + 1) << 16 : 0u;
+        }
+      }
+    }
   });
 }
 
