@@ -18,7 +18,7 @@
 // Rates: a memory-bound case reports bytes (report_bytes), a compute-bound case reports
 // FLOPs as items (report_flops); exactly one of the two, so the table knows which it is.
 // A FLOP-rated case without a limit row of its own is compared with "peak_fma/limit" at
-// the same thread count.
+// the same thread count (bf16gemm: with the fastest bf16 peak measured, see gemm.hpp).
 
 #include <benchmark/benchmark.h>
 
@@ -39,6 +39,7 @@ namespace xlite::bench {
 void register_machine_limits();
 void register_xlite_thread_pool();
 void register_xlite_expressions();
+void register_xlite_gemm();
 void register_xsimd();
 void register_xtensor();
 void register_eigen();

@@ -5,6 +5,9 @@
 //                   with the stores that are fastest at that size.
 //   peak_fma/limit  peak fp32 FLOP/s: independent FMA chains in the widest vector ISA the
 //                   CPU has, the limit of every FLOP-rated case (sgemm, ...).
+//   peak_bf16/limit peak bf16 FLOP/s of VDPBF16PS (AVX512_BF16) chains, where the CPU has it.
+//   peak_amx/limit  peak bf16 FLOP/s of TDPBF16PS on four independent accumulator tiles,
+//                   where AMX is usable (xlite's probe passed).
 // Both run on Google Benchmark's threads, so their args name the thread count as
 // "threads:<t>" like the cases that take it as an argument.
 
@@ -16,6 +19,7 @@
 #include "bench_common.hpp"
 #include "triad.hpp"
 #include "xlite/core/cpu_features.hpp"
+#include "xlite/kernels/amx.hpp"
 
 namespace {
 
@@ -133,9 +137,62 @@ void run_peak_fma(benchmark::State& state) {
   state.SetLabel(loop.isa);
 }
 
+// VDPBF16PS: 32 bf16 products (64 FLOPs) per zmm instruction.
+[[gnu::target("avx512f,avx512bf16")]] void bf16_chains(std::int64_t rounds) {
+  __m512 acc[fma_chains];
+  for (int j = 0; j < fma_chains; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f80'3f80); // 1.0, 1.0
+  const __m512bh y = (__m512bh)_mm512_set1_epi32(0x3a80'3a80); // 2^-10, 2^-10: no overflow
+  for (std::int64_t r = 0; r < rounds; ++r) {
+    for (__m512& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+  }
+  benchmark::DoNotOptimize(acc);
+}
+
+void run_peak_bf16(benchmark::State& state) {
+  if (!xlite::detected_cpu_features().avx512_bf16) return state.SkipWithError("no AVX512_BF16 on this CPU");
+  for (auto _ : state) bf16_chains(fma_rounds);
+  report_flops(state, std::int64_t{4} * 16 * fma_chains * fma_rounds);
+  state.SetLabel("vdpbf16ps");
+}
+
+// TDPBF16PS: a 16 x 16 tile of float accumulators takes 16 x 16 x 32 products per
+// instruction; four accumulator tiles (0-3) from two A tiles (4, 5) and two B tiles (6, 7),
+// as xlite's micro-kernel issues them.
+[[gnu::target("amx-tile,amx-bf16")]] void amx_rounds(std::int64_t rounds) {
+  alignas(64) static std::uint32_t operands[16 * 16] = {};
+  const xlite::kernels::amx::tile_config config = xlite::kernels::amx::kernel_config();
+  _tile_loadconfig(&config);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operands, 64);
+  _tile_loadd(5, operands, 64);
+  _tile_loadd(6, operands, 64);
+  _tile_loadd(7, operands, 64);
+  for (std::int64_t r = 0; r < rounds; ++r) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_release();
+}
+
+void run_peak_amx(benchmark::State& state) {
+  if (!xlite::kernels::amx::usable()) return state.SkipWithError("no usable AMX on this machine");
+  constexpr std::int64_t rounds = 1 << 12;
+  for (auto _ : state) amx_rounds(rounds);
+  report_flops(state, std::int64_t{4} * 2 * 16 * 16 * 32 * rounds);
+  state.SetLabel("tdpbf16ps, 4 accumulator tiles");
+}
+
 } // namespace
 
 void xlite::bench::register_machine_limits() {
   on_each_thread_count(register_case("triad", "limit", run_triad_limit)->ArgName("n")->ArgsProduct({triad_sizes}));
   on_each_thread_count(register_case("peak_fma", "limit", run_peak_fma));
+  if (xlite::detected_cpu_features().avx512_bf16) on_each_thread_count(register_case("peak_bf16", "limit", run_peak_bf16));
+  if (xlite::kernels::amx::usable()) on_each_thread_count(register_case("peak_amx", "limit", run_peak_amx));
 }

@@ -9,11 +9,13 @@
 // assigns its half of the range (the label says so).
 
 #include <Eigen/Core>
+#include <Eigen/Dense>
 
 #include <cstdint>
 
 #include "bench_common.hpp"
 #include "expressions.hpp"
+#include "gemm.hpp"
 #include "triad.hpp"
 
 namespace {
@@ -71,9 +73,27 @@ struct eigen_kernels {
   }
 };
 
+// sgemm as a product of row-major Eigen::Map matrices with noalias(). Eigen parallelises
+// products only when built with OpenMP, which this peer is not: one thread.
+void run_sgemm_eigen(benchmark::State& state) {
+  using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const gemm_shape s = gemm_shape_arg(state);
+  gemm_operands g(s);
+  const Eigen::Map<const matrix> a(g.a.data(), s.m, s.k);
+  const Eigen::Map<const matrix> b(g.b.data(), s.k, s.n);
+  Eigen::Map<matrix> c(g.c.data(), s.m, s.n);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::ClobberMemory();
+  }
+  report_flops(state, gemm_flops(s));
+  check_gemm(state, g, g.c.data(), as_is, 2e-6 * static_cast<double>(s.k));
+}
+
 } // namespace
 
 void xlite::bench::register_eigen() {
+  register_gemm("sgemm", "eigen", run_sgemm_eigen, {1});
   register_sized("triad", "eigen", run_triad_eigen, triad_sizes, {1});
   register_split_expressions<eigen_kernels>("eigen");
 }

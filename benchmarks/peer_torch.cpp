@@ -31,7 +31,7 @@
 
 #include "bench_common.hpp"
 #include "expressions.hpp"
-#include "sgemm.hpp"
+#include "gemm.hpp"
 #include "triad.hpp"
 
 namespace {
@@ -74,17 +74,18 @@ void run_triad_torch(benchmark::State& state) {
 }
 
 void run_sgemm_torch(benchmark::State& state) {
-  const std::int64_t n = size_arg(state);
-  set_torch_threads(threads_arg(state));
-  sgemm_operands gemm(n);
-  at::Tensor c = view(gemm.c, {n, n});
-  const at::Tensor a = view(gemm.a, {n, n});
-  const at::Tensor b = view(gemm.b, {n, n});
+  const gemm_shape s = gemm_shape_arg(state);
+  set_torch_threads(gemm_threads_arg(state));
+  gemm_operands g(s);
+  at::Tensor c = view(g.c, {s.m, s.n});
+  const at::Tensor a = view(g.a, {s.m, s.k});
+  const at::Tensor b = view(g.b, {s.k, s.n});
   for (auto _ : state) {
     at::mm_out(c, a, b);
     benchmark::ClobberMemory();
   }
-  report_flops(state, sgemm_flops(n));
+  report_flops(state, gemm_flops(s));
+  check_gemm(state, g, g.c.data(), as_is, 2e-6 * static_cast<double>(s.k));
 }
 
 void run_expression_torch(benchmark::State& state, const expression_case& c) {
@@ -146,6 +147,6 @@ void run_expression_torch(benchmark::State& state, const expression_case& c) {
 
 void xlite::bench::register_torch() {
   register_sized("triad", "torch", run_triad_torch, triad_sizes);
-  register_sized("sgemm", "torch", run_sgemm_torch, sgemm_sizes);
+  register_gemm("sgemm", "torch", run_sgemm_torch);
   register_expressions("torch", run_expression_torch);
 }

@@ -2,7 +2,8 @@
 """Print the table of ratios xlite/peer from one run of xlite's benchmarks.
 
 Reads the JSON that `xlite_benchmarks --benchmark_out=FILE --benchmark_out_format=json`
-writes (`cmake --build --preset bench` leaves it in build/bench/benchmarks.json). Benchmark
+writes (`cmake --build --preset bench` leaves it in build/bench/benchmarks.json), and
+merges further files of the same run (the preset's second OpenBLAS process). Benchmark
 names are "<case>/<impl>/<args>" (benchmarks/bench_common.hpp); rows of one case with equal
 args are compared: each impl's rate, xlite's rate over it, and its fraction of the
 machine's limit for the case.
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 XLITE = "xlite"
 LIMIT = "limit"
 PEAK_FMA = "peak_fma"  # the limit of FLOP-rated cases that have no limit row of their own
+# Cases whose limit is another peak: the first of these measured at the same thread count.
+PEAKS_OF = {"bf16gemm": ["peak_amx", "peak_bf16", PEAK_FMA]}
 TRIAD = "triad"  # its limit, the machine's bandwidth, bounds byte-rated cases that have none
 
 # Parts of a name that are Google Benchmark's run settings, not args. "threads:<t>" stays:
@@ -121,25 +124,28 @@ def table(rows: list[Row]) -> list[list[str]]:
     groups: dict[tuple[str, str], list[Row]] = {}
     for row in rows:
         groups.setdefault((row.case, row.args), []).append(row)
-    peak_fma = {threads_of(args): rs for (case, args), rs in groups.items() if case == PEAK_FMA}
+    peaks = {(case, threads_of(args)): rs for (case, args), rs in groups.items() if case.startswith("peak_")}
 
     def measured(group: list[Row], impl: str) -> Row | None:
         return next((r for r in group if r.impl == impl and r.rate), None)
 
-    def shared_limit(group: list[Row], args: str) -> Row | None:
-        """The limit of a case without a limit row: the bandwidth or the FMA peak."""
+    def shared_limit(case: str, group: list[Row], args: str) -> Row | None:
+        """The limit of a case without a limit row: the bandwidth or a peak."""
         units = {r.unit for r in group if r.rate}
         if units == {"GB/s"}:
             return measured(groups.get((TRIAD, args), []), LIMIT)
         if units == {"GFLOP/s"}:
-            return measured(peak_fma.get(threads_of(args), []), LIMIT)
+            for peak in PEAKS_OF.get(case, [PEAK_FMA]):
+                found = measured(peaks.get((peak, threads_of(args)), []), LIMIT)
+                if found:
+                    return found
         return None
 
     lines = [["case", "args", "impl", "rate", "", "xlite/impl", "of limit", "note"]]
     previous_case = None
     for (case, args), group in groups.items():
         xlite = measured(group, XLITE)
-        limit = measured(group, LIMIT) or shared_limit(group, args)
+        limit = measured(group, LIMIT) or shared_limit(case, group, args)
         if previous_case is not None and case != previous_case:
             lines.append([])
         for i, row in enumerate(sorted(group, key=impl_order)):
@@ -182,16 +188,21 @@ def context_line(context: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="Columns:\n" + LEGEND)
-    parser.add_argument("json_file", help="Google Benchmark output, written with --benchmark_out_format=json")
+    parser.add_argument("json_files", nargs="+", metavar="json_file",
+                        help="Google Benchmark output, written with --benchmark_out_format=json; "
+                             "further files of the same run are merged into the first")
     options = parser.parse_args()
     try:
-        document = load(options.json_file)
+        documents = [load(path) for path in options.json_files]
     except InputError as error:
         print(f"bench_table.py: {error}", file=sys.stderr)
         return 1
+    document = documents[0]
+    for extra in documents[1:]:
+        document["benchmarks"].extend(extra["benchmarks"])
     rows, misnamed = parse_rows(document)
     if not rows:
-        print(f"bench_table.py: {options.json_file} holds no benchmark results", file=sys.stderr)
+        print(f"bench_table.py: {', '.join(options.json_files)} hold no benchmark results", file=sys.stderr)
         return 1
     print(context_line(document.get("context", {})))
     print()

@@ -1,7 +1,8 @@
 #pragma once
 
-// core/: dtypes, shapes, errors, CPU feature detection, the thread pool, environment config.
+// core/: dtypes, bfloat16, shapes, errors, CPU feature detection, the thread pool, environment config.
 
+#include "xlite/core/bfloat16.hpp"
 #include "xlite/core/cpu_features.hpp"
 #include "xlite/core/dtype.hpp"
 #include "xlite/core/env.hpp"

@@ -5,4 +5,6 @@
 
 #include "xlite/core.hpp"
 #include "xlite/expr.hpp"
+#include "xlite/expr/matmul.hpp"
 #include "xlite/expr/xtensor.hpp"
+#include "xlite/kernels.hpp"

@@ -4,6 +4,7 @@
 
 #include <type_traits>
 
+#include "xlite/expr/deferred.hpp"
 #include "xlite/expr/evaluate.hpp"
 #include "xlite/expr/node.hpp"
 #include "xlite/expr/tensor.hpp"
@@ -23,7 +24,11 @@ struct assignment_types_must_match {
 template <class T, expression E>
 void evaluate_expression(T* out, const E& e) {
   static_cast<void>(sizeof(checks::assignment_types_must_match<T, typename E::value_type>));
-  evaluate_into(e, out);
+  if constexpr (deferred_count_v<E> > 0) {
+    evaluate_deferred(out, e);
+  } else {
+    evaluate_into(e, out);
+  }
 }
 
 // dst = e: in place when dst already has e's shape and is at most one of e's operands

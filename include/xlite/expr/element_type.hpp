@@ -63,6 +63,14 @@ struct scalar_must_fit {
   using type = T;
 };
 
+template <op O, class T>
+struct not_bfloat16 {
+  static_assert(dtype_of_v<T> != dtype::bf16,
+                "xlite: bfloat16 is a storage type in static expressions (T below): compute in float, "
+                "xlite::cast<float>(x), and round once at the end, xlite::cast<xlite::bfloat16>(...); matmul takes "
+                "bfloat16 operands directly");
+};
+
 template <class T>
 struct supported_element {
   static_assert(element_type<T>, "xlite: expressions hold bool, uint8_t, int8_t, int32_t, int64_t, float or double");

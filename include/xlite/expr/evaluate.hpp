@@ -671,19 +671,34 @@ void evaluate_into(const E& e, T* out) {
 }
 
 // Whether writing to [out, out + count) could change an operand before it is read: it
-// overlaps a leaf that is not exactly the output itself.
+// overlaps a leaf that is not exactly the output itself, or any leaf at all of an
+// expression with deferred leaves (a fused matmul writes the whole output before the
+// element-wise part reads its leaves, and reads its own operands while it writes).
 template <class E, class T>
 bool overlaps_operand(const E& e, const T* out, std::int64_t count) {
   bool overlap = false;
   const auto* out_begin = reinterpret_cast<const unsigned char*>(out);
   const auto* out_end = reinterpret_cast<const unsigned char*>(out + count);
-  for_each_memory_leaf(e, [&](const void* data, const xlite::shape& s, std::size_t element_size) {
+  const auto check = [&](const void* data, const xlite::shape& s, std::size_t element_size, bool may_be_output) {
     const auto* begin = static_cast<const unsigned char*>(data);
     const auto* end = begin + s.numel() * static_cast<std::int64_t>(element_size);
     const bool disjoint = end <= out_begin || out_end <= begin;
-    const bool same = data == out && s == e.shape;
+    const bool same = may_be_output && deferred_count_v<E> == 0 && data == out && s == e.shape;
     if (!disjoint && !same) overlap = true;
-  });
+  };
+  const auto visit = [&](const auto& self, const auto& sub) -> void {
+    using S = std::remove_cvref_t<decltype(sub)>;
+    if constexpr (is_deferred_v<S>) {
+      sub.for_each_input([&](const void* data, const xlite::shape& s, std::size_t size) { check(data, s, size, false); });
+    } else if constexpr (is_memory_leaf_v<S>) {
+      check(sub.data, sub.shape, sizeof(typename S::value_type), true);
+    } else if constexpr (requires { sub.operands; }) {
+      std::apply([&](const auto&... o) { (self(self, o), ...); }, sub.operands);
+    } else if constexpr (requires { sub.operand; }) {
+      self(self, sub.operand);
+    }
+  };
+  visit(visit, e);
   return overlap;
 }
 

@@ -113,6 +113,7 @@ auto make_node(E... operands) {
     return make_where(operands...);
   } else {
     using T = typename common_element<O, E...>::type;
+    static_cast<void>(sizeof(checks::not_bfloat16<O, T>));
     if constexpr (rule == dtype_rule::to_boolean &&
                   (O == op::logical_and || O == op::logical_or || O == op::logical_not)) {
       static_cast<void>(sizeof(checks::needs_booleans<O, T>));

@@ -76,8 +76,13 @@ struct cast_node {
   xlite::shape shape;
 };
 
+// A deferred leaf (expr/deferred.hpp): computed as a whole when its expression is
+// evaluated, as matmul is.
 template <class E>
-inline constexpr bool is_leaf_v = false;
+inline constexpr bool is_deferred_v = requires { E::is_deferred; };
+
+template <class E>
+inline constexpr bool is_leaf_v = is_deferred_v<E>;
 template <class T>
 inline constexpr bool is_leaf_v<tensor_ref<T>> = true;
 template <class T>
@@ -116,5 +121,16 @@ template <class T>
 inline constexpr bool is_memory_leaf_v<tensor_ref<T>> = true;
 template <class T>
 inline constexpr bool is_memory_leaf_v<tensor_owner<T>> = true;
+
+// How many deferred leaves E holds.
+template <class E>
+struct deferred_count : std::integral_constant<std::size_t, is_deferred_v<E>> {};
+template <op O, class T, class... Operands>
+struct deferred_count<node<O, T, Operands...>>
+    : std::integral_constant<std::size_t, (deferred_count<Operands>::value + ... + 0)> {};
+template <class To, class Operand>
+struct deferred_count<cast_node<To, Operand>> : deferred_count<Operand> {};
+template <class E>
+inline constexpr std::size_t deferred_count_v = deferred_count<std::remove_cvref_t<E>>::value;
 
 } // namespace xlite::expr

@@ -32,6 +32,7 @@
 #include "xlite/core/error.hpp"
 #include "xlite/core/shape.hpp"
 #include "xlite/core/thread_pool.hpp"
+#include "xlite/expr/deferred.hpp"
 #include "xlite/expr/evaluate.hpp"
 #include "xlite/expr/functions.hpp"
 #include "xlite/expr/node.hpp"
@@ -253,7 +254,7 @@ void reduce_columns(B expr, const reduction_plan<Leaves>& plan, R* out_row, std:
 }
 
 template <op O, class E>
-auto reduce(const E& e, const axes& which, bool keep) {
+auto reduce_leaves(const E& e, const axes& which, bool keep) {
   using V = typename E::value_type;
   using R = typename reduction_result<O, V>::type;
   const auto plan = plan_reduction(e, which, keep, O);
@@ -319,7 +320,7 @@ auto reduce(const E& e, const axes& which, bool keep) {
 // argmax over one axis (or the flattened tensor): the index of the first maximum, NaN
 // counting as the maximum, as torch.argmax.
 template <class E>
-tensor<std::int64_t> reduce_argmax(const E& e, const axes& which, bool keep) {
+tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
   using V = typename E::value_type;
   if (!which.all() && which.list().size() != 1) {
     throw index_error(detail::message("argmax: takes one axis or none, got ", which.list().size()));
@@ -354,6 +355,25 @@ tensor<std::int64_t> reduce_argmax(const E& e, const axes& which, bool keep) {
                                        }
                                      });
   return out;
+}
+
+// Reductions of expressions with deferred leaves (matmul) reduce their computed values.
+template <op O, class E>
+auto reduce(const E& e, const axes& which, bool keep) {
+  if constexpr (deferred_count_v<E> > 0) {
+    return reduce_leaves<O>(resolve_deferred(e), which, keep);
+  } else {
+    return reduce_leaves<O>(e, which, keep);
+  }
+}
+
+template <class E>
+tensor<std::int64_t> reduce_argmax(const E& e, const axes& which, bool keep) {
+  if constexpr (deferred_count_v<E> > 0) {
+    return argmax_leaves(resolve_deferred(e), which, keep);
+  } else {
+    return argmax_leaves(e, which, keep);
+  }
 }
 
 } // namespace xlite::expr
