@@ -37,7 +37,8 @@ xlite/impl  xlite's rate over this row's rate, same case and args: > 1 means xli
             faster; '-' where the case has no xlite row yet
 of limit    this row's rate over the machine's limit: the case's 'limit' row, or for a
             case without one, triad/limit at the same args (GB/s: the bandwidth) or
-            peak_fma/limit at the same thread count (GFLOP/s)"""
+            peak_fma/limit at the same thread count (GFLOP/s; for bf16gemm the fastest
+            bf16 peak measured: peak_amx, else peak_bf16)"""
 
 
 class InputError(Exception):

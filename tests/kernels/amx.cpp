@@ -140,24 +140,7 @@ TEST_CASE("the AMX path, on modelled tiles, accumulates each k-pair even then od
     if (g.m > 0 && g.n > 0) xlite::kernels::gemm_detail::run_path<path>(args, {});
     xlite_test::check_against_double(g, c, true, false);
     // Intel's pseudo-code, even product then odd, is k in order: a naive loop on the rounded inputs.
-    std::vector<float> expected = g.c;
-    const auto in = [](float x) { return static_cast<float>(xlite::bfloat16(x)); };
-    for (std::int64_t p = 0; p < g.batch; ++p) {
-      for (std::int64_t i = 0; i < g.m; ++i) {
-        for (std::int64_t j = 0; j < g.n; ++j) {
-          float& out = expected[g.c_index(p, i, j)];
-          float acc = g.alpha != 1.0f || g.beta == 0.0f ? 0.0f : (g.beta == 1.0f ? out : g.beta * out);
-          for (std::int64_t q = 0; q < g.k; ++q) acc = std::fma(in(g.a_at(p, i, q)), in(g.b_at(p, q, j)), acc);
-          if (g.alpha == 1.0f) {
-            out = acc;
-          } else if (g.beta == 0.0f) {
-            out = g.alpha * acc;
-          } else {
-            out = std::fma(g.alpha, acc, g.beta * out);
-          }
-        }
-      }
-    }
+    const std::vector<float> expected = xlite_test::naive_chain(g, true, true);
     CHECK(xlite_test::same_bits(c, expected));
   }
 }

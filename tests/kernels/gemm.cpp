@@ -28,32 +28,6 @@ namespace {
 
 using namespace xlite_test;
 
-// The C of a problem, computed as the paths promise, by a naive loop: one float
-// accumulator per element over k in order (fused multiply-adds, or multiply then add on
-// the portable fp32 path), started and finished as gemm.hpp's header says.
-std::vector<float> naive_chain(const gemm_case& g, bool fused) {
-  std::vector<float> c = g.c;
-  for (std::int64_t p = 0; p < g.batch; ++p) {
-    for (std::int64_t i = 0; i < g.m; ++i) {
-      for (std::int64_t j = 0; j < g.n; ++j) {
-        float& out = c[g.c_index(p, i, j)];
-        float acc = g.alpha != 1.0f || g.beta == 0.0f ? 0.0f : (g.beta == 1.0f ? out : g.beta * out);
-        for (std::int64_t q = 0; q < g.k; ++q) {
-          acc = fused ? std::fma(g.a_at(p, i, q), g.b_at(p, q, j), acc) : acc + g.a_at(p, i, q) * g.b_at(p, q, j);
-        }
-        if (g.alpha == 1.0f) {
-          out = acc;
-        } else if (g.beta == 0.0f) {
-          out = g.alpha * acc;
-        } else {
-          out = std::fma(g.alpha, acc, g.beta * out);
-        }
-      }
-    }
-  }
-  return c;
-}
-
 std::vector<isa> fp32_paths() {
   std::set<isa> paths;
   for (const isa level : xlite_test::kernel_paths()) paths.insert(std::min(level, isa::avx512));

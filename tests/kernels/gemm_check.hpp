@@ -121,4 +121,33 @@ inline bool same_bits(const std::vector<float>& x, const std::vector<float>& y) 
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
+// The C of a problem, computed as the paths promise, by a naive loop: one float
+// accumulator per element over k in order (fused multiply-adds, or multiply then add on
+// the portable fp32 path), started and finished as gemm.hpp's header says; bf16 rounds the
+// inputs to bfloat16 first.
+inline std::vector<float> naive_chain(const gemm_case& g, bool fused, bool bf16 = false) {
+  std::vector<float> c = g.c;
+  for (std::int64_t p = 0; p < g.batch; ++p) {
+    for (std::int64_t i = 0; i < g.m; ++i) {
+      for (std::int64_t j = 0; j < g.n; ++j) {
+        float& out = c[g.c_index(p, i, j)];
+        float acc = g.alpha != 1.0f || g.beta == 0.0f ? 0.0f : (g.beta == 1.0f ? out : g.beta * out);
+        for (std::int64_t q = 0; q < g.k; ++q) {
+          const float x = input_value(g.a_at(p, i, q), bf16);
+          const float y = input_value(g.b_at(p, q, j), bf16);
+          acc = fused ? std::fma(x, y, acc) : acc + x * y;
+        }
+        if (g.alpha == 1.0f) {
+          out = acc;
+        } else if (g.beta == 0.0f) {
+          out = g.alpha * acc;
+        } else {
+          out = std::fma(g.alpha, acc, g.beta * out);
+        }
+      }
+    }
+  }
+  return c;
+}
+
 } // namespace xlite_test
