@@ -17,6 +17,7 @@
 // roundings (plain C++ does not contract a * b + c).
 
 #include <cstdint>
+#include <cstring>
 
 #include "xlite/kernels/intrinsics.hpp"
 
@@ -30,9 +31,27 @@ struct tile_update {
   float alpha;
 };
 
+// Where a micro-kernel finds element (row i, step s) of its A panel: packed (the layout
+// above), or in place in a row-major A that is not transposed, rows `row_bytes` apart and
+// steps consecutive (gemm.hpp's a_read_in_place says when).
+template <class Packed, int MR>
+struct packed_a {
+  const Packed* a;
+  Packed at(int i, std::int64_t s) const { return a[s * MR + i]; }
+  const void* ahead(std::int64_t steps, std::int64_t s) const { return a + (steps + s) * MR; } // the next panel
+};
+
 template <class Packed>
-using micro_kernel_fn = void (*)(std::int64_t steps, const Packed* a, const Packed* b, float* c, std::int64_t ldc,
-                                 const tile_update& update);
+struct a_in_place {
+  const unsigned char* a;
+  std::int64_t row_bytes;
+  Packed at(int i, std::int64_t s) const {
+    Packed value;
+    std::memcpy(&value, a + i * row_bytes + s * static_cast<std::int64_t>(sizeof(Packed)), sizeof value);
+    return value;
+  }
+  const void* ahead(std::int64_t, std::int64_t s) const { return a + (s + 64) * static_cast<std::int64_t>(sizeof(Packed)); }
+};
 
 // ---- portable --------------------------------------------------------------------------------
 
@@ -122,21 +141,21 @@ XLITE_TARGET_AVX512 inline void write_tile_avx512(const __m512 (&acc)[MR][NV], f
   }
 }
 
-template <int MR, int NV>
-XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, const float* a, const float* b, float* c,
+template <int MR, int NV, class A = packed_a<float, MR>>
+XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, A a, const float* b, float* c,
                                                   std::int64_t ldc, const tile_update& update) {
   constexpr int NR = 16 * NV;
   __m512 acc[MR][NV];
   start_tile_avx512(acc, c, ldc, update);
   for (std::int64_t s = 0; s < steps; ++s) {
     // The next A panel, which the driver takes after this one's last tile: into L2 early.
-    _mm_prefetch(reinterpret_cast<const char*>(a + (steps + s) * MR), _MM_HINT_T1);
+    _mm_prefetch(static_cast<const char*>(a.ahead(steps, s)), _MM_HINT_T1);
     __m512 bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + s * NR + 16 * v);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[s * MR + i]);
+      const __m512 ai = _mm512_set1_ps(a.at(i, s));
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
     }
@@ -144,22 +163,21 @@ XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, const fl
   write_tile_avx512(acc, c, ldc, update);
 }
 
-template <int MR, int NV>
-XLITE_TARGET_AVX512_BF16 inline void micro_kernel_avx512_bf16(std::int64_t steps, const std::uint32_t* a,
-                                                             const std::uint32_t* b, float* c, std::int64_t ldc,
-                                                             const tile_update& update) {
+template <int MR, int NV, class A = packed_a<std::uint32_t, MR>>
+XLITE_TARGET_AVX512_BF16 inline void micro_kernel_avx512_bf16(std::int64_t steps, A a, const std::uint32_t* b, float* c,
+                                                             std::int64_t ldc, const tile_update& update) {
   constexpr int NR = 16 * NV;
   __m512 acc[MR][NV];
   start_tile_avx512(acc, c, ldc, update);
   for (std::int64_t s = 0; s < steps; ++s) {
     // The next A panel, which the driver takes after this one's last tile: into L2 early.
-    _mm_prefetch(reinterpret_cast<const char*>(a + (steps + s) * MR), _MM_HINT_T1);
+    _mm_prefetch(static_cast<const char*>(a.ahead(steps, s)), _MM_HINT_T1);
     __m512bh bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + s * NR + 16 * v);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[s * MR + i]));
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a.at(i, s)));
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
     }
