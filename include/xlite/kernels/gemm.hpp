@@ -156,8 +156,9 @@ private:
 // How a path packs and multiplies. Steps: see gemm_microkernel.hpp. kc (in k), mc and nc
 // are the cache blocking (BLIS's, with A and B in each other's roles, since C is row-major
 // here): an MR x kc panel of A stays in L1 while the micro-kernel streams the NR x kc
-// panels of a kc x nc block of B from L2, writing C tiles side by side along MR rows; the
-// mc x kc block of A is shared by the threads from L3.
+// panels of a kc x nc block of B from L2, writing C tiles side by side along MR rows. The
+// packed B block is shared by the threads; A is read in place where it can be (see
+// a_read_in_place), else packed in mc x kc blocks, also shared.
 enum class step_kind { floats, swapped_pairs, bf16_pairs };
 
 template <class Path, class Packed, int MR, int NR, step_kind Steps, std::int64_t KC, std::int64_t MC, std::int64_t NC>
