@@ -242,7 +242,8 @@ struct avx512_path : path_traits<avx512_path<Steps>, float, 12, 32, Steps, 256, 
   static constexpr bool reads_a_in_place = Steps == step_kind::floats;
   static void micro_in_place(std::int64_t s, const void* a, std::int64_t row_bytes, const float* b, float* c,
                              std::int64_t ldc, const tile_update& u) {
-    micro_kernel_avx512<12, 2>(s, a_in_place<float>{static_cast<const unsigned char*>(a), row_bytes}, b, c, ldc, u);
+    micro_kernel_avx512<12, 2>(s, a_in_place<float, 12>{static_cast<const unsigned char*>(a), row_bytes}, b, c, ldc,
+                               u);
   }
 };
 
@@ -260,7 +261,7 @@ struct avx512_bf16_path : path_traits<avx512_bf16_path, std::uint32_t, 12, 32, s
   static constexpr bool reads_a_in_place = true;
   static void micro_in_place(std::int64_t s, const void* a, std::int64_t row_bytes, const std::uint32_t* b, float* c,
                              std::int64_t ldc, const tile_update& u) {
-    micro_kernel_avx512_bf16<12, 2>(s, a_in_place<std::uint32_t>{static_cast<const unsigned char*>(a), row_bytes}, b,
+    micro_kernel_avx512_bf16<12, 2>(s, a_in_place<std::uint32_t, 12>{static_cast<const unsigned char*>(a), row_bytes}, b,
                                     c, ldc, u);
   }
 };

@@ -41,7 +41,7 @@ struct packed_a {
   const void* ahead(std::int64_t steps, std::int64_t s) const { return a + (steps + s) * MR; } // the next panel
 };
 
-template <class Packed>
+template <class Packed, int MR>
 struct a_in_place {
   const unsigned char* a;
   std::int64_t row_bytes;
@@ -50,7 +50,9 @@ struct a_in_place {
     std::memcpy(&value, a + i * row_bytes + s * static_cast<std::int64_t>(sizeof(Packed)), sizeof value);
     return value;
   }
-  const void* ahead(std::int64_t, std::int64_t s) const { return a + (s + 64) * static_cast<std::int64_t>(sizeof(Packed)); }
+  // The next panel is the next MR rows: step s touches row s % MR, cache line s / MR of it,
+  // which covers the panel's lines well before the driver gets there.
+  const void* ahead(std::int64_t, std::int64_t s) const { return a + (MR + s % MR) * row_bytes + s / MR * 64; }
 };
 
 // ---- portable --------------------------------------------------------------------------------
