@@ -103,6 +103,8 @@ TEST_CASE("bfloat16 arithmetic goes through float with PyTorch's result types", 
   CHECK(static_cast<float>(a + b + b) == 1.5f);              // and again
   CHECK(a + static_cast<float>(b) == 1.50390625f);           // float arithmetic keeps the bits
   CHECK(static_cast<float>(a * 2) == 3.0f);
+  CHECK(static_cast<float>(bfloat16(1.0f) + 257) == 258.0f); // 1 + 257 in float, then rounded; not 1 + bfloat16(257) = 256
+  CHECK(static_cast<float>(257 - bfloat16(1.0f)) == 256.0f);
   CHECK(static_cast<float>(a / bfloat16(3.0f)) == bfloat16(1.5f / 3.0f));
   CHECK(static_cast<float>(-a) == -1.5f);
   bfloat16 c = a;

@@ -14,8 +14,9 @@
 // Conversion to float is exact (bits << 16), a bf16 subnormal included.
 //
 // Arithmetic goes through float, as in PyTorch's c10::BFloat16: bfloat16 op bfloat16 and
-// bfloat16 op integer give bfloat16 (computed in float, rounded once); with float or
-// double the result is float or double. Comparisons compare the float values.
+// bfloat16 op integer give bfloat16 (computed in float, the integer converted to float,
+// the result rounded to bfloat16); with float or double the result is float or double.
+// Comparisons compare the float values.
 
 #include <bit>
 #include <cmath>
@@ -89,11 +90,11 @@ struct dtype_of<bfloat16> : std::integral_constant<dtype, dtype::bf16> {};
   }                                                                                                                    \
   template <class T>                                                                                                   \
   requires std::is_integral_v<T> constexpr bfloat16 operator OP(bfloat16 a, T b) noexcept {                           \
-    return a OP bfloat16(b);                                                                                           \
+    return bfloat16(static_cast<float>(a) OP static_cast<float>(b));                                                   \
   }                                                                                                                    \
   template <class T>                                                                                                   \
   requires std::is_integral_v<T> constexpr bfloat16 operator OP(T a, bfloat16 b) noexcept {                           \
-    return bfloat16(a) OP b;                                                                                           \
+    return bfloat16(static_cast<float>(a) OP static_cast<float>(b));                                                   \
   }                                                                                                                    \
   constexpr bfloat16& operator OP##=(bfloat16& a, bfloat16 b) noexcept { return a = a OP b; }
 

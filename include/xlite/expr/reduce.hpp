@@ -29,6 +29,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "xlite/core/dtype.hpp"
 #include "xlite/core/error.hpp"
 #include "xlite/core/shape.hpp"
 #include "xlite/core/thread_pool.hpp"
@@ -81,6 +82,9 @@ struct reduction_result {
                 "xlite: mean of an integral or bool expression: write mean(xlite::cast<float>(x))");
   static_assert(!std::is_same_v<V, bool> || O == op::sum || O == op::prod,
                 "xlite: max/min/mean of a bool expression: cast it first, e.g. xlite::cast<std::int32_t>(mask)");
+  static_assert(dtype_of_v<V> != dtype::bf16 || O == op::max || O == op::min,
+                "xlite: sum, prod and mean of a bfloat16 expression would compute in bfloat16: sum in float, "
+                "e.g. xlite::sum(xlite::cast<float>(x))");
   // sum and prod widen integers to int64, as torch.sum does; the rest keep the type.
   using type = std::conditional_t<(O == op::sum || O == op::prod) && !std::is_floating_point_v<V>, std::int64_t, V>;
 };
