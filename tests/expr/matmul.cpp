@@ -109,6 +109,8 @@ TEST_CASE("matmul follows NumPy's rules for vectors, batches and broadcasting", 
       {{7, 4, 33}, {7, 17, 4}, true, true, {7, 33, 17}},
       {{0, 4}, {4, 5}, false, false, {0, 5}},
       {{3, 0}, {0, 5}, false, false, {3, 5}},
+      {{0, 2, 3}, {3, 4}, false, false, {0, 2, 4}},
+      {{1, 3, 4}, {0, 5, 4}, false, true, {0, 3, 5}},
   };
   for (const case_t& c : cases) {
     INFO("a " << c.a << (c.a_t ? " transposed" : "") << ", b " << c.b << (c.b_t ? " transposed" : ""));

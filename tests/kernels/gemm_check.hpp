@@ -135,7 +135,14 @@ inline std::vector<float> naive_chain(const gemm_case& g, bool fused, bool bf16 
         for (std::int64_t q = 0; q < g.k; ++q) {
           const float x = input_value(g.a_at(p, i, q), bf16);
           const float y = input_value(g.b_at(p, q, j), bf16);
-          acc = fused ? std::fma(x, y, acc) : acc + x * y;
+          if (fused) {
+            acc = std::fma(x, y, acc);
+          } else {
+            // The product rounded on its own: through a volatile, which no compiler contracts
+            // into an FMA, whatever the flags (GCC does even through an exact double product).
+            const volatile float product = x * y;
+            acc += product;
+          }
         }
         if (g.alpha == 1.0f) {
           out = acc;

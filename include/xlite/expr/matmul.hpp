@@ -53,13 +53,12 @@ inline constexpr bool is_transposed_v = false;
 template <class E>
 inline constexpr bool is_transposed_v<transposed_view<E>> = true;
 
-// An operand as the GEMM reads it: memory, its shape as stored, and whether its last two
-// dimensions are swapped. `held` keeps an evaluated operand alive.
+// An operand as the GEMM reads it: memory, and whether its last two dimensions are
+// swapped. `held` keeps an evaluated operand alive.
 template <class T>
 struct matrix_stack {
-  std::shared_ptr<const tensor<T>> held;
+  std::unique_ptr<const tensor<T>> held;
   const T* data;
-  xlite::shape shape;
   bool transposed;
 };
 
@@ -82,11 +81,11 @@ auto to_matrix_stack(const E& e) {
   } else {
     using T = typename E::value_type;
     if constexpr (is_memory_leaf_v<E>) {
-      return matrix_stack<T>{nullptr, e.data, e.shape, false};
+      return matrix_stack<T>{nullptr, e.data, false};
     } else {
-      auto values = std::make_shared<const tensor<T>>(e);
+      auto values = std::make_unique<const tensor<T>>(e);
       const T* data = values->data();
-      return matrix_stack<T>{std::move(values), data, e.shape, false};
+      return matrix_stack<T>{std::move(values), data, false};
     }
   }
 }
@@ -191,6 +190,9 @@ struct matmul_node {
   matmul_geometry geometry;
   xlite::shape shape;
 
+  // The tensors the GEMM reads while it writes the output. An operand that is an expression
+  // is evaluated into a buffer before the GEMM starts, so a matmul nested in it (as in
+  // matmul(matmul(a, b) + 1, c)) has read its own inputs by then: only memory leaves count.
   template <class F>
   void for_each_input(F&& f) const {
     const auto visit = [&](const auto& operand) {
@@ -282,7 +284,8 @@ struct matmul_types {
 namespace xlite {
 
 // x with its last two dimensions swapped, as an operand of matmul: no copy, the GEMM reads
-// it transposed.
+// it transposed. It is only a matmul operand, not an expression of its own (for a
+// transposed copy, use xtensor: xt::transpose(xlite::as_xtensor(t))).
 template <class A>
 requires expr::tensor_like<A>
 auto transposed(A&& a) {

@@ -257,14 +257,24 @@ bool product_is_right(Tiles& tiles) {
 }
 
 // Whether the bf16 GEMM may use AMX: the CPU and OS offer it (with the Linux permission),
-// palette 1 fits the kernel, and the probe's product is right. Decided once per process.
+// palette 1 fits the kernel, and the probe's product is right. Decided once per process,
+// by the first bf16 GEMM on an AMX machine, on its thread: for those microseconds SIGILL's
+// handler is the probe's, so a program that installs its own SIGILL handler should call
+// usable() once at startup, before it does.
 inline bool usable() {
   static const bool answer = [] {
     const cpu_features& cpu = detected_cpu_features();
     if (!(cpu.amx_tile && cpu.amx_bf16 && detected_palette().fits_kernel())) return false;
 #if XLITE_X86_KERNELS
     amx_tiles tiles;
-    return answers_without_sigill([&] { return product_is_right(tiles); });
+    if (answers_without_sigill([&] { return product_is_right(tiles); })) return true;
+    // A fault after the configuration leaves the tiles configured: release them, itself
+    // under the guard (it faults too where AMX is not enabled).
+    answers_without_sigill([&] {
+      tiles.release();
+      return true;
+    });
+    return false;
 #else
     return false;
 #endif

@@ -21,8 +21,13 @@
 //     read, so NaNs in it do not propagate, as in BLAS) and is the result; otherwise it
 //     starts at 0 and the result is alpha * acc (beta = 0) or fma(alpha, acc, beta * C);
 //   - bf16 runs with denormals-are-zero and flush-to-zero, as VDPBF16PS and the TPU do, so
-//     that every bf16 path on x86 gives the same bits (the AMX path follows Intel's
-//     pseudo-code for TDPBF16PS: even product before odd).
+//     that the avx512_bf16, avx512, avx2 and portable bf16 paths give the same bits. The
+//     AMX path follows Intel's pseudo-code for TDPBF16PS instead, even product before odd,
+//     so its results may differ from theirs in the last place;
+//   - alpha = 0 does not multiply, as in BLAS: C = beta * C (0 when beta is 0), so NaN or
+//     Inf in A and B do not reach C.
+//
+// C must not overlap A or B (xlite::matmul makes sure of it; a direct caller must).
 
 #include <algorithm>
 #include <cmath>
@@ -73,10 +78,17 @@ struct gemm_args {
   gemm_precision precision = std::is_same_v<In, bfloat16> ? gemm_precision::bf16 : gemm_precision::fp32;
 };
 
+namespace gemm_detail {
+// Set while an epilogue runs on this thread: gemm() refuses to be called from one, since
+// the outer call's packing buffers are this thread's.
+inline thread_local bool in_epilogue = false;
+} // namespace gemm_detail
+
 // Work on C once a region of it is final: called for each finished region (problem b of
 // the batch, rows [row, row + rows), columns [col, col + cols)) exactly once, on the thread
-// that finished it, while the region is still in that core's cache. Regions of one problem
-// do not overlap and cover C. Only for float output.
+// that finished it, while the region is still in that core's cache; C there holds the
+// results in the output type (bfloat16 output included). Regions of one problem do not
+// overlap and cover C. An epilogue may not call gemm() (it throws xlite::value_error).
 struct gemm_epilogue {
   void (*apply)(void* context, std::int64_t batch, std::int64_t row, std::int64_t col, std::int64_t rows,
                 std::int64_t cols) = nullptr;
@@ -84,6 +96,12 @@ struct gemm_epilogue {
 
   explicit operator bool() const noexcept { return apply != nullptr; }
   void operator()(std::int64_t b, std::int64_t row, std::int64_t col, std::int64_t rows, std::int64_t cols) const {
+    const bool outer = gemm_detail::in_epilogue;
+    gemm_detail::in_epilogue = true;
+    struct restore {
+      bool value;
+      ~restore() { gemm_detail::in_epilogue = value; }
+    } on_exit{outer};
     apply(context, b, row, col, rows, cols);
   }
 };
@@ -92,31 +110,42 @@ namespace gemm_detail {
 
 // ---- memory ------------------------------------------------------------------------------------
 
-// A cache-line aligned buffer that keeps its largest size: the packing buffers of a thread
-// are allocated once, not per call.
+struct free_memory {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+template <class T>
+using aligned_array = std::unique_ptr<T[], free_memory>;
+
+// `count` elements of T, uninitialised, on a cache line.
+template <class T>
+aligned_array<T> allocate_aligned(std::int64_t count) {
+  static_assert(std::is_trivial_v<T>);
+  const std::size_t bytes = (static_cast<std::size_t>(count) * sizeof(T) + 63) / 64 * 64;
+  auto* memory = static_cast<T*>(std::aligned_alloc(64, bytes));
+  if (memory == nullptr) throw std::bad_alloc();
+  return aligned_array<T>(memory);
+}
+
+// A buffer that keeps its largest size: the packing buffers of a thread are allocated once,
+// not per call (their size is bounded by the blocking).
 class scratch {
 public:
   template <class T>
   T* get(std::int64_t count) {
     const auto bytes = static_cast<std::size_t>(count) * sizeof(T);
     if (bytes > capacity_) {
-      const std::size_t rounded = (bytes + 63) / 64 * 64;
-      memory_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));
-      if (!memory_) throw std::bad_alloc();
-      capacity_ = rounded;
+      memory_ = allocate_aligned<unsigned char>(static_cast<std::int64_t>(bytes)); // throws before changing anything
+      capacity_ = bytes;
     }
     return reinterpret_cast<T*>(memory_.get());
   }
 
 private:
-  struct release {
-    void operator()(unsigned char* p) const noexcept { std::free(p); }
-  };
-  std::unique_ptr<unsigned char[], release> memory_;
+  aligned_array<unsigned char> memory_;
   std::size_t capacity_ = 0;
 };
 
-enum class scratch_use { packed_a, packed_b, result };
+enum class scratch_use { packed_a, packed_b };
 
 template <scratch_use Use>
 scratch& thread_scratch() {
@@ -130,8 +159,8 @@ public:
   explicit scoped_flush_denormals(bool enable) {
 #if XLITE_X86_KERNELS
     if (enable) {
-      saved_ = _mm_getcsr();
-      _mm_setcsr(saved_ | 0x8040u); // FTZ (bit 15) and DAZ (bit 6)
+      saved_ = _mm_getcsr() & flush_bits;
+      _mm_setcsr(_mm_getcsr() | flush_bits);
       active_ = true;
     }
 #else
@@ -140,13 +169,15 @@ public:
   }
   ~scoped_flush_denormals() {
 #if XLITE_X86_KERNELS
-    if (active_) _mm_setcsr(saved_);
+    // Only the two mode bits go back: exception flags raised meanwhile stay raised.
+    if (active_) _mm_setcsr((_mm_getcsr() & ~flush_bits) | saved_);
 #endif
   }
   scoped_flush_denormals(const scoped_flush_denormals&) = delete;
   scoped_flush_denormals& operator=(const scoped_flush_denormals&) = delete;
 
 private:
+  static constexpr unsigned flush_bits = 0x8040u; // FTZ (bit 15) and DAZ (bit 6) of MXCSR
   unsigned saved_ = 0;
   bool active_ = false;
 };
@@ -178,10 +209,9 @@ struct path_traits {
   }
 
   template <int W, class T>
-  static void pack(Packed* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth,
-                   bool round_to_bf16) {
+  static void pack(Packed* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
     if constexpr (Steps == step_kind::floats) {
-      pack_floats<W>(dst, src, count, depth, round_to_bf16);
+      pack_floats<W>(dst, src, count, depth);
     } else if constexpr (Steps == step_kind::swapped_pairs) {
       pack_swapped_pairs<W>(dst, src, count, depth);
     } else {
@@ -191,12 +221,12 @@ struct path_traits {
 
   // A's panels have MR rows and B's NR columns; a path may pack them differently (Path::pack).
   template <class T>
-  static void pack_a(Packed* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool round) {
-    Path::template pack<MR>(dst, src, count, depth, round);
+  static void pack_a(Packed* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
+    Path::template pack<MR>(dst, src, count, depth);
   }
   template <class T>
-  static void pack_b(Packed* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool round) {
-    Path::template pack<NR>(dst, src, count, depth, round);
+  static void pack_b(Packed* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
+    Path::template pack<NR>(dst, src, count, depth);
   }
 
   // Around each thread's run of micro-kernels (AMX loads its tile configuration here).
@@ -226,14 +256,14 @@ struct avx2_path : path_traits<avx2_path<Steps>, float, 6, 16, Steps, 256, 3072,
 
 template <step_kind Steps>
 struct avx512_path : path_traits<avx512_path<Steps>, float, 12, 32, Steps, 256, 3072, 512> {
+  using traits = path_traits<avx512_path<Steps>, float, 12, 32, Steps, 256, 3072, 512>;
   static constexpr isa level = isa::avx512;
   template <int W, class T>
-  static void pack(float* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool round_to_bf16) {
+  static void pack(float* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
     if constexpr (std::is_same_v<T, float> && Steps == step_kind::floats) {
-      if (!src.k_major && !round_to_bf16) return pack_floats_index_major_avx512<W>(dst, src.data, src.ld, count, depth);
+      if (!src.k_major) return pack_floats_index_major_avx512<W>(dst, src.data, src.ld, count, depth);
     }
-    path_traits<avx512_path, float, 12, 32, Steps, 256, 3072, 512>::template pack<W>(dst, src, count, depth,
-                                                                                     round_to_bf16);
+    traits::template pack<W>(dst, src, count, depth);
   }
   static void micro(std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc, const tile_update& u) {
     micro_kernel_avx512<12, 2>(s, packed_a<float, 12>{a}, b, c, ldc, u);
@@ -250,7 +280,7 @@ struct avx512_path : path_traits<avx512_path<Steps>, float, 12, 32, Steps, 256, 
 struct avx512_bf16_path : path_traits<avx512_bf16_path, std::uint32_t, 12, 32, step_kind::bf16_pairs, 768, 3072, 384> {
   static constexpr isa level = isa::avx512_bf16;
   template <int W, class T>
-  static void pack(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool) {
+  static void pack(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
     pack_bf16_pairs_avx512<W>(dst, src, count, depth);
   }
   static void micro(std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t ldc,
@@ -275,11 +305,11 @@ struct amx_path : path_traits<amx_path<Tiles>, std::uint32_t, amx::mr, amx::nr, 
 
   static constexpr std::int64_t steps(std::int64_t depth) { return (pair_steps(depth) + block - 1) / block * block; }
   template <class T>
-  static void pack_a(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool) {
+  static void pack_a(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
     pack_amx_rows<amx::mr>(dst, src, count, depth, steps(depth));
   }
   template <class T>
-  static void pack_b(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool) {
+  static void pack_b(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
     pack_bf16_pairs<amx::nr>(dst, src, count, depth, steps(depth));
   }
 
@@ -321,7 +351,6 @@ struct problem {
   std::int64_t ldc;
   float first_start_scale; // of C, at the first k block
   float alpha;             // applied at the last k block
-  bool round_to_bf16;      // bf16 numerics from float inputs
   bool flush_denormals;    // bf16 numerics
 };
 
@@ -346,7 +375,8 @@ void for_tasks(thread_pool* pool, std::int64_t count, std::int64_t grain, Body&&
 // another, and reading it in place saves the pass that packs it: measured here, as fast
 // for square products and much faster for narrow ones, where each A panel meets only a
 // few B panels and packing A costs as much as multiplying (4096 x 1024 x 64: 1.4x fp32,
-// 3.8x bf16). It needs A of the panels' own element type (bf16 pairs: whole pairs).
+// 3.8x bf16). It needs A of the panels' own element type (float steps: float; bf16 pairs:
+// bfloat16, whole pairs), which also means no rounding to do while packing.
 template <class Path, class In>
 bool a_read_in_place(const problem<In>& p, std::int64_t kb) {
   if constexpr (Path::reads_a_in_place) {
@@ -354,7 +384,7 @@ bool a_read_in_place(const problem<In>& p, std::int64_t kb) {
                                                                         : std::is_same_v<In, bfloat16>;
     if constexpr (same_values) {
       const bool whole_steps = Path::steps_kind == step_kind::floats || kb % 2 == 0;
-      return !p.trans_a && !p.round_to_bf16 && whole_steps;
+      return !p.trans_a && whole_steps;
     }
   }
   return false;
@@ -380,16 +410,18 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
 
       // The A block -> panels of mr rows (kept in L3; each stays in L1 while it is used),
       // except where the micro-kernel reads A in place: then only a last, partial panel.
+      // packed_a holds the panels from row packed_from on.
       const bool in_place = a_read_in_place<Path>(p, kb);
       const std::int64_t packed_from = in_place ? mb / mr * mr : 0;
-      packed* packed_a = thread_scratch<scratch_use::packed_a>().get<packed>(a_panels * mr * steps);
+      const std::int64_t packed_panels = a_panels - packed_from / mr;
+      packed* packed_a = thread_scratch<scratch_use::packed_a>().get<packed>(packed_panels * mr * steps);
       const panel_source<In> a_source{p.trans_a ? p.a + pc * p.lda + ic : p.a + ic * p.lda + pc, p.lda, p.trans_a};
-      const std::int64_t a_grain = grain_for(a_panels - packed_from / mr);
-      for_tasks(pool, (a_panels - packed_from / mr + a_grain - 1) / a_grain, 1, [&](std::int64_t task) {
+      const std::int64_t a_grain = grain_for(packed_panels);
+      for_tasks(pool, (packed_panels + a_grain - 1) / a_grain, 1, [&](std::int64_t task) {
         const std::int64_t first = packed_from + task * a_grain * mr;
         panel_source<In> part = a_source;
         part.data += p.trans_a ? first : first * p.lda;
-        Path::pack_a(packed_a + first * steps, part, std::min(a_grain * mr, mb - first), kb, p.round_to_bf16);
+        Path::pack_a(packed_a + (first - packed_from) * steps, part, std::min(a_grain * mr, mb - first), kb);
       });
 
       for (std::int64_t jc = 0; jc < p.n; jc += Path::nc) {
@@ -405,7 +437,7 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
           const std::int64_t first = task * b_grain * nr;
           panel_source<In> part = b_source;
           part.data += p.trans_b ? first * p.ldb : first;
-          Path::pack_b(packed_b + first * steps, part, std::min(b_grain * nr, nb - first), kb, p.round_to_bf16);
+          Path::pack_b(packed_b + first * steps, part, std::min(b_grain * nr, nb - first), kb);
         });
 
         // Tasks: groups of A panels, split across columns too when there are fewer A
@@ -426,16 +458,14 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
             for (std::int64_t ap = first_a; ap < last_a; ++ap) {
               const std::int64_t i = ap * mr;
               const std::int64_t rows = std::min<std::int64_t>(mr, mb - i);
-              const packed* a_panel = packed_a + i * steps;
-              const In* a_rows = p.a + (ic + i) * p.lda + pc; // when read in place
               const auto micro = [&](const packed* b_panel, float* c, std::int64_t ldc) {
                 if constexpr (Path::reads_a_in_place) {
                   if (i < packed_from) {
-                    return Path::micro_in_place(steps, a_rows, p.lda * static_cast<std::int64_t>(sizeof(In)), b_panel,
-                                                c, ldc, update);
+                    return Path::micro_in_place(steps, p.a + (ic + i) * p.lda + pc,
+                                                p.lda * static_cast<std::int64_t>(sizeof(In)), b_panel, c, ldc, update);
                   }
                 }
-                Path::micro(steps, a_panel, b_panel, c, ldc, update);
+                Path::micro(steps, packed_a + (i - packed_from) * steps, b_panel, c, ldc, update);
               };
               for (std::int64_t bp = first_b; bp < last_b; ++bp) {
                 const std::int64_t j = bp * nr;
@@ -446,9 +476,10 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
                   micro(b_panel, c_tile, p.ldc);
                   continue;
                 }
-                // An edge tile: through a full tile on the stack.
-                alignas(64) float edge[mr * nr] = {};
+                // An edge tile: through a full tile on the stack (read only when C is).
+                alignas(64) float edge[mr * nr];
                 if (update.start_scale != 0.0f) {
+                  std::fill_n(edge, mr * nr, 0.0f);
                   for (std::int64_t r = 0; r < rows; ++r) std::copy_n(c_tile + r * p.ldc, cols, edge + r * nr);
                 }
                 micro(b_panel, edge, nr);
@@ -469,14 +500,17 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
   }
 }
 
-// K = 0: the accumulators start and end as in a micro-kernel with no steps.
+// K = 0, or alpha = 0: the accumulators start and end as in a micro-kernel with no steps.
 template <class In>
 void run_empty_product(const problem<In>& p, std::int64_t batch_index, const gemm_epilogue& epilogue) {
-  for (std::int64_t i = 0; i < p.m; ++i) {
-    float* row = p.c + i * p.ldc;
-    for (std::int64_t j = 0; j < p.n; ++j) {
-      const float acc = p.first_start_scale == 0.0f ? 0.0f : p.first_start_scale * row[j];
-      row[j] = p.alpha == 1.0f ? acc : p.alpha * acc;
+  {
+    scoped_flush_denormals flush(p.flush_denormals);
+    for (std::int64_t i = 0; i < p.m; ++i) {
+      float* row = p.c + i * p.ldc;
+      for (std::int64_t j = 0; j < p.n; ++j) {
+        const float acc = p.first_start_scale == 0.0f ? 0.0f : p.first_start_scale * row[j];
+        row[j] = p.alpha == 1.0f ? acc : p.alpha * acc;
+      }
     }
   }
   if (epilogue && p.m > 0 && p.n > 0) epilogue(batch_index, 0, 0, p.m, p.n);
@@ -488,10 +522,11 @@ template <class In, class Out>
 void validate(const gemm_args<In, Out>& g) {
   const auto fail = [](const auto&... parts) { throw value_error(xlite::detail::message("gemm: ", parts...)); };
   if (g.m < 0 || g.n < 0 || g.k < 0) fail("negative size (m = ", g.m, ", n = ", g.n, ", k = ", g.k, ")");
-  if (g.batch < 1) fail("batch must be at least 1, got ", g.batch);
+  if (g.batch < 0) fail("negative batch ", g.batch);
   if (g.precision == gemm_precision::fp32 && !std::is_same_v<In, float>) {
     fail("fp32 precision needs float inputs; bfloat16 inputs compute in bf16");
   }
+  if (g.batch == 0) return; // no operand is read or written
   const auto check_operand = [&](const char* name, const void* data, bool transposed, std::int64_t rows,
                                  std::int64_t cols, std::int64_t ld) {
     // Stored as `rows` x `cols` (op(X)'s dimensions swapped when transposed).
@@ -543,7 +578,6 @@ void run_path(const gemm_args<In, Out>& g, const gemm_epilogue& epilogue) {
                   g.ldc,
                   g.alpha == 1.0f ? g.beta : 0.0f,
                   g.alpha,
-                  bf16 && std::is_same_v<In, float>,
                   bf16};
     Out* c = g.c + b * g.stride_c;
     gemm_epilogue finish = epilogue;
@@ -554,8 +588,10 @@ void run_path(const gemm_args<In, Out>& g, const gemm_epilogue& epilogue) {
       const gemm_epilogue& user;
     };
     combine_context combine{g, c, nullptr, epilogue};
+    aligned_array<float> acc_memory;
     if (through_buffer) {
-      float* acc = thread_scratch<scratch_use::result>().get<float>(g.m * g.n);
+      acc_memory = allocate_aligned<float>(g.m * g.n);
+      float* acc = acc_memory.get();
       p.c = acc;
       p.ldc = g.n;
       p.first_start_scale = 0.0f;
@@ -596,8 +632,7 @@ void run_path(const gemm_args<In, Out>& g, const gemm_epilogue& epilogue) {
     } else {
       if constexpr (float_out) p.c = c;
     }
-    if (g.k == 0) {
-      scoped_flush_denormals flush(p.flush_denormals);
+    if (g.k == 0 || g.alpha == 0.0f) { // alpha = 0: the product is not computed, as in BLAS
       run_empty_product(p, b, finish);
     } else {
       run_blocked<Path>(p, inner_pool, b, finish);
@@ -616,6 +651,16 @@ void run_path(const gemm_args<In, Out>& g, const gemm_epilogue& epilogue) {
   }
 }
 
+// The float micro-kernels of Path: float steps in fp32 precision, swapped pairs in bf16
+// (bfloat16 inputs always compute in bf16).
+template <template <step_kind> class Path, class In, class Out>
+void run_float_kernels(const gemm_args<In, Out>& g, const gemm_epilogue& epilogue) {
+  if constexpr (std::is_same_v<In, float>) {
+    if (g.precision == gemm_precision::fp32) return run_path<Path<step_kind::floats>>(g, epilogue);
+  }
+  run_path<Path<step_kind::swapped_pairs>>(g, epilogue);
+}
+
 } // namespace gemm_detail
 
 // The path gemm() takes for this precision under the current ISA cap: AMX only once its
@@ -631,10 +676,12 @@ template <class In, class Out>
 void gemm(const gemm_args<In, Out>& args, gemm_epilogue epilogue = {}) {
   static_assert(std::is_same_v<In, float> || std::is_same_v<In, bfloat16>, "gemm: inputs are float or bfloat16");
   static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, bfloat16>, "gemm: outputs are float or bfloat16");
+  if (gemm_detail::in_epilogue) {
+    throw value_error("gemm: called from a gemm epilogue, whose thread's packing buffers are in use");
+  }
   gemm_detail::validate(args);
-  if (args.m == 0 || args.n == 0) return;
+  if (args.m == 0 || args.n == 0 || args.batch == 0) return;
   using namespace gemm_detail;
-  const bool bf16 = args.precision == gemm_precision::bf16;
   switch (gemm_path(args.precision)) {
 #if XLITE_X86_KERNELS
   case isa::amx:
@@ -642,15 +689,12 @@ void gemm(const gemm_args<In, Out>& args, gemm_epilogue epilogue = {}) {
   case isa::avx512_bf16:
     return run_path<avx512_bf16_path>(args, epilogue);
   case isa::avx512:
-    return bf16 ? run_path<avx512_path<step_kind::swapped_pairs>>(args, epilogue)
-                : run_path<avx512_path<step_kind::floats>>(args, epilogue);
+    return run_float_kernels<avx512_path>(args, epilogue);
   case isa::avx2:
-    return bf16 ? run_path<avx2_path<step_kind::swapped_pairs>>(args, epilogue)
-                : run_path<avx2_path<step_kind::floats>>(args, epilogue);
+    return run_float_kernels<avx2_path>(args, epilogue);
 #endif
   default:
-    return bf16 ? run_path<portable_path<step_kind::swapped_pairs>>(args, epilogue)
-                : run_path<portable_path<step_kind::floats>>(args, epilogue);
+    return run_float_kernels<portable_path>(args, epilogue);
   }
 }
 

@@ -14,7 +14,7 @@
 // tile is one accumulator that takes the steps in order, s = 0, 1, ..., as fused
 // multiply-adds (float) or as VDPBF16PS does (bf16 pairs: the odd k's product, then the
 // even k's, each added with one rounding). The portable path multiplies and adds in two
-// roundings (plain C++ does not contract a * b + c).
+// roundings, whatever the compiler flags: contraction into FMA is turned off for it.
 
 #include <cstdint>
 #include <cstring>
@@ -50,16 +50,36 @@ struct a_in_place {
     std::memcpy(&value, a + i * row_bytes + s * static_cast<std::int64_t>(sizeof(Packed)), sizeof value);
     return value;
   }
-  // The next panel is the next MR rows: step s touches row s % MR, cache line s / MR of it,
-  // which covers the panel's lines well before the driver gets there.
-  const void* ahead(std::int64_t, std::int64_t s) const { return a + (MR + s % MR) * row_bytes + s / MR * 64; }
+  // The next panel is the next MR rows: step s touches row s % MR, cache line s / MR of it
+  // (the last line once past the block's end), which covers the panel's lines well before
+  // the driver gets there.
+  const void* ahead(std::int64_t steps, std::int64_t s) const {
+    const std::int64_t last_byte = (steps - 1) * static_cast<std::int64_t>(sizeof(Packed));
+    const std::int64_t line = s / MR * 64;
+    return a + (MR + s % MR) * row_bytes + (line < last_byte ? line : last_byte);
+  }
 };
 
 // ---- portable --------------------------------------------------------------------------------
 
+// GCC contracts a * b + c into an FMA across statements by default (-ffp-contract=fast)
+// wherever the target has one (aarch64 always, x86 with -mfma), clang within an expression;
+// the portable kernel's numerics are two roundings everywhere, so contraction is off there.
+#if defined(__clang__)
+#define XLITE_NO_CONTRACTION_FUNCTION
+#define XLITE_NO_CONTRACTION_BODY _Pragma("clang fp contract(off)")
+#elif defined(__GNUC__)
+#define XLITE_NO_CONTRACTION_FUNCTION __attribute__((optimize("fp-contract=off")))
+#define XLITE_NO_CONTRACTION_BODY
+#else
+#define XLITE_NO_CONTRACTION_FUNCTION
+#define XLITE_NO_CONTRACTION_BODY
+#endif
+
 template <int MR, int NR>
-void micro_kernel_portable(std::int64_t steps, const float* a, const float* b, float* c, std::int64_t ldc,
-                           const tile_update& update) {
+XLITE_NO_CONTRACTION_FUNCTION void micro_kernel_portable(std::int64_t steps, const float* a, const float* b, float* c,
+                                                         std::int64_t ldc, const tile_update& update) {
+  XLITE_NO_CONTRACTION_BODY
   float acc[MR][NR];
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) acc[i][j] = update.start_scale == 0.0f ? 0.0f : update.start_scale * c[i * ldc + j];
@@ -74,6 +94,9 @@ void micro_kernel_portable(std::int64_t steps, const float* a, const float* b, f
     for (int j = 0; j < NR; ++j) c[i * ldc + j] = update.alpha == 1.0f ? acc[i][j] : update.alpha * acc[i][j];
   }
 }
+
+#undef XLITE_NO_CONTRACTION_FUNCTION
+#undef XLITE_NO_CONTRACTION_BODY
 
 #if XLITE_X86_KERNELS
 XLITE_INTRINSICS_BEGIN

@@ -7,7 +7,7 @@
 // past the matrix's edge are packed as zeros, which the micro-kernel multiplies harmlessly.
 //
 // What a step holds decides the numerics of the path (see gemm.hpp):
-//   floats          one k per step, the value as it is (or rounded to bfloat16 first)
+//   floats          one k per step, the value as it is (fp32 precision)
 //   swapped pairs   one k per step, in the order k+1, k, k+3, k+2, ...: a float kernel then
 //                   accumulates in VDPBF16PS's order, odd k before even k of each pair
 //   bf16 pairs      two k per step in one 32-bit element, the even k in the low half
@@ -30,8 +30,6 @@ struct panel_source {
   const T* data; // element (0, 0) of the block
   std::int64_t ld;
   bool k_major;
-
-  T operator()(std::int64_t index, std::int64_t k) const { return k_major ? data[k * ld + index] : data[index * ld + k]; }
 };
 
 // A source value rounded to bfloat16 (a no-op for bfloat16 sources).
@@ -89,12 +87,11 @@ void with_layout(const panel_source<T>& src, const Pack& pack) {
 
 // The three step formats over a source block of `depth` k.
 
-// floats: one k per step; round_to_bf16 rounds each value to bfloat16 first (bf16 compute
-// from float inputs).
+// floats: one k per step.
 template <int W, class T>
-void pack_floats(float* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth, bool round_to_bf16) {
+void pack_floats(float* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
   if constexpr (std::is_same_v<T, float>) {
-    if (src.k_major && !round_to_bf16) { // whole panel rows are copies (GCC's -O2 would not vectorize the loop)
+    if (src.k_major) { // whole panel rows are copies (GCC's -O2 would not vectorize the loop)
       const std::int64_t full = count / W * W;
       for (std::int64_t k = 0; k < depth; ++k) {
         const float* row = src.data + k * src.ld;
@@ -109,13 +106,7 @@ void pack_floats(float* dst, const panel_source<T>& src, std::int64_t count, std
     }
   }
   with_layout(src, [&](auto k_major, const auto& at) {
-    if (round_to_bf16) {
-      pack_panels<W, k_major()>(dst, count, depth,
-                                [&](std::int64_t i, std::int64_t k) { return static_cast<float>(as_bfloat16(at(i, k))); });
-    } else {
-      pack_panels<W, k_major()>(dst, count, depth,
-                                [&](std::int64_t i, std::int64_t k) { return static_cast<float>(at(i, k)); });
-    }
+    pack_panels<W, k_major()>(dst, count, depth, [&](std::int64_t i, std::int64_t k) { return static_cast<float>(at(i, k)); });
   });
 }
 
