@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <xtensor/xadapt.hpp>
+#include <xtensor/xarray.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -80,6 +81,17 @@ TEST_CASE("assign: assigning to a tensor of another shape, or from a broadcast o
     b = xlite::sum(b, {1}, xlite::keepdims) + b;
     CHECK(b == tensor<float>{{7, 8, 9}, {19, 20, 21}});
   });
+}
+
+TEST_CASE("assign: an xtensor destination resized by the assignment is read before it is resized", "[assign][aliasing]") {
+  xt::xarray<float> x = {1.0f, 2.0f, 3.0f};
+  tensor<float> column(shape{2, 1});
+  column(0, 0) = 10.0f;
+  column(1, 0) = 20.0f;
+  xlite::assign(x, xlite::adapt(x) + column); // (3) + (2, 1) -> (2, 3): x's memory is reallocated
+  const xt::xarray<float> expected = {{11.0f, 12.0f, 13.0f}, {21.0f, 22.0f, 23.0f}};
+  const bool same = x == expected;
+  CHECK(same);
 }
 
 TEST_CASE("assign: a destination that overlaps an operand without being it gets the pre-assignment values",

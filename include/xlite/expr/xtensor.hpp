@@ -11,7 +11,9 @@
 // fused loop reads memory directly. For a view or a column-major container, copy it into
 // an xt::xarray (or an xlite::tensor) first.
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <ostream>
 #include <type_traits>
 #include <vector>
@@ -74,13 +76,17 @@ auto as_xtensor(const tensor<T>& t) {
 template <expr::xtensor_container C, expr::expression E>
 void assign(C& dst, const E& e) {
   using T = typename C::value_type;
-  const std::vector<std::size_t> dims(e.shape.begin(), e.shape.end());
-  if (!std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end())) dst.resize(dims);
   expr::check_row_major(dst, "assign");
-  if (expr::overlaps_operand(e, dst.data(), e.shape.numel())) {
+  const std::vector<std::size_t> dims(e.shape.begin(), e.shape.end());
+  const bool resize = !std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end());
+  // Whether e reads dst's memory, as it is now: resizing may free it.
+  const auto current_size = static_cast<std::int64_t>(dst.size());
+  if (expr::overlaps_operand(e, dst.data(), resize ? current_size : e.shape.numel())) {
     const tensor<T> temporary = e;
+    if (resize) dst.resize(dims);
     std::copy(temporary.begin(), temporary.end(), dst.data());
   } else {
+    if (resize) dst.resize(dims);
     expr::evaluate_expression(dst.data(), e);
   }
 }
