@@ -13,21 +13,18 @@
 //     conversion runs with denormals-are-zero and flush-to-zero).
 // Conversion to float is exact (bits << 16), a bf16 subnormal included.
 //
-// Arithmetic goes through float, as in PyTorch's c10::BFloat16: bfloat16 op bfloat16 and
-// bfloat16 op integer give bfloat16 (computed in float, the integer converted to float,
-// the result rounded to bfloat16); with float or double the result is float or double.
-// Comparisons compare the float values.
+// Arithmetic goes through float, as in PyTorch's c10::BFloat16 (core/storage_float.hpp):
+// bfloat16 op bfloat16 and bfloat16 op integer give bfloat16, rounded once; with float or
+// double the result is float or double. Comparisons compare the float values.
 
 #include <bit>
 #include <cmath>
-#include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <limits>
-#include <ostream>
 #include <type_traits>
 
 #include "xlite/core/dtype.hpp"
+#include "xlite/core/storage_float.hpp"
 
 namespace xlite {
 
@@ -74,40 +71,8 @@ static_assert(sizeof(bfloat16) == 2 && std::is_trivially_copyable_v<bfloat16>);
 template <>
 struct dtype_of<bfloat16> : std::integral_constant<dtype, dtype::bf16> {};
 
-// ---- arithmetic: through float ----------------------------------------------------------------
-
-#define XLITE_BFLOAT16_ARITHMETIC(OP)                                                                                 \
-  constexpr bfloat16 operator OP(bfloat16 a, bfloat16 b) noexcept {                                                  \
-    return bfloat16(static_cast<float>(a) OP static_cast<float>(b));                                                  \
-  }                                                                                                                    \
-  template <class T>                                                                                                   \
-  requires std::is_floating_point_v<T> constexpr T operator OP(bfloat16 a, T b) noexcept {                            \
-    return static_cast<T>(static_cast<float>(a)) OP b;                                                                 \
-  }                                                                                                                    \
-  template <class T>                                                                                                   \
-  requires std::is_floating_point_v<T> constexpr T operator OP(T a, bfloat16 b) noexcept {                            \
-    return a OP static_cast<T>(static_cast<float>(b));                                                                 \
-  }                                                                                                                    \
-  template <class T>                                                                                                   \
-  requires std::is_integral_v<T> constexpr bfloat16 operator OP(bfloat16 a, T b) noexcept {                           \
-    return bfloat16(static_cast<float>(a) OP static_cast<float>(b));                                                   \
-  }                                                                                                                    \
-  template <class T>                                                                                                   \
-  requires std::is_integral_v<T> constexpr bfloat16 operator OP(T a, bfloat16 b) noexcept {                           \
-    return bfloat16(static_cast<float>(a) OP static_cast<float>(b));                                                   \
-  }                                                                                                                    \
-  constexpr bfloat16& operator OP##=(bfloat16& a, bfloat16 b) noexcept { return a = a OP b; }
-
-XLITE_BFLOAT16_ARITHMETIC(+)
-XLITE_BFLOAT16_ARITHMETIC(-)
-XLITE_BFLOAT16_ARITHMETIC(*)
-XLITE_BFLOAT16_ARITHMETIC(/)
-#undef XLITE_BFLOAT16_ARITHMETIC
-
-constexpr bfloat16 operator-(bfloat16 a) noexcept { return bfloat16::from_bits(a.bits() ^ 0x8000u); }
-constexpr bfloat16 operator+(bfloat16 a) noexcept { return a; }
-
-inline std::ostream& operator<<(std::ostream& out, bfloat16 value) { return out << static_cast<float>(value); }
+template <>
+inline constexpr bool is_storage_float_v<bfloat16> = true;
 
 } // namespace xlite
 
@@ -150,13 +115,4 @@ public:
   static constexpr b quiet_NaN() noexcept { return b::from_bits(0x7fc0); }
   static constexpr b signaling_NaN() noexcept { return b::from_bits(0x7fa0); }
   static constexpr b denorm_min() noexcept { return b::from_bits(0x0001); } // 2^-133
-};
-
-// Hashes the value: +0 and -0 compare equal, so they hash alike.
-template <>
-struct std::hash<xlite::bfloat16> {
-  std::size_t operator()(xlite::bfloat16 value) const noexcept {
-    const std::uint16_t bits = value.bits() == 0x8000u ? 0 : value.bits();
-    return std::hash<std::uint16_t>{}(bits);
-  }
 };

@@ -86,7 +86,8 @@ constexpr dtype promote_with_scalar(dtype tensor, dtype_category scalar) {
   return scalar == dtype_category::floating_point ? default_floating_dtype : default_integral_dtype;
 }
 
-// The dtype of a C++ element type. bfloat16 joins in core/bfloat16.hpp.
+// The dtype of a C++ element type. bfloat16 and float16 join in core/bfloat16.hpp and
+// core/float16.hpp.
 template <class T>
 struct dtype_of;
 template <>
