@@ -1,9 +1,7 @@
 #include <xlite/core/bfloat16.hpp>
-#include <xlite/core/thread_pool.hpp>
 
 #include <catch2/catch.hpp>
 
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +9,8 @@
 #include <limits>
 #include <sstream>
 #include <unordered_set>
+
+#include "all_floats.hpp"
 
 using xlite::bfloat16;
 
@@ -45,23 +45,9 @@ std::uint16_t reference_bits(float x) {
 } // namespace
 
 TEST_CASE("float to bfloat16 rounds every one of the 2^32 floats as the definition says", "[bfloat16]") {
-  // Blocks of 2^20 bit patterns, spread over the default pool; each block counts its
-  // mismatches and the first one is reported.
-  constexpr std::int64_t block = std::int64_t{1} << 20;
-  std::atomic<std::int64_t> mismatches{0};
-  std::atomic<std::uint32_t> first_mismatch{0};
-  xlite::default_thread_pool().parallel_for(std::int64_t{1} << 32, block, [&](std::int64_t begin, std::int64_t end) {
-    std::int64_t local = 0;
-    for (std::int64_t i = begin; i < end; ++i) {
-      const float x = from_bits(static_cast<std::uint32_t>(i));
-      if (bfloat16(x).bits() != reference_bits(x)) {
-        if (local++ == 0 && mismatches.load() == 0) first_mismatch = static_cast<std::uint32_t>(i);
-      }
-    }
-    mismatches += local;
-  });
-  INFO("first mismatch at float bits 0x" << std::hex << first_mismatch.load());
-  CHECK(mismatches.load() == 0);
+  const auto sweep = xlite_test::sweep_all_floats([](float x) { return bfloat16(x).bits() == reference_bits(x); });
+  INFO("first mismatch at float bits 0x" << std::hex << sweep.first_failure);
+  CHECK(sweep.failures == 0);
 }
 
 TEST_CASE("bfloat16 special values", "[bfloat16]") {

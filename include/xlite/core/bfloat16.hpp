@@ -45,25 +45,14 @@ constexpr float bfloat16_bits_to_float(std::uint16_t bits) noexcept {
 
 } // namespace detail
 
-class bfloat16 {
+class bfloat16 : public storage_float_bits<bfloat16> {
 public:
-  // Uninitialised, like float: a tensor<bfloat16> of a given shape is not written twice.
   bfloat16() = default;
   // Implicit, as from float to double. Other numbers come through float: a double is
   // rounded to float first, as in PyTorch.
-  constexpr bfloat16(float value) noexcept : bits_(detail::float_to_bfloat16_bits(value)) {} // NOLINT
+  constexpr bfloat16(float value) noexcept : storage_float_bits(detail::float_to_bfloat16_bits(value)) {} // NOLINT
 
-  static constexpr bfloat16 from_bits(std::uint16_t bits) noexcept {
-    bfloat16 b;
-    b.bits_ = bits;
-    return b;
-  }
-  constexpr std::uint16_t bits() const noexcept { return bits_; }
-
-  constexpr operator float() const noexcept { return detail::bfloat16_bits_to_float(bits_); } // NOLINT
-
-private:
-  std::uint16_t bits_;
+  constexpr operator float() const noexcept { return detail::bfloat16_bits_to_float(bits()); } // NOLINT
 };
 
 static_assert(sizeof(bfloat16) == 2 && std::is_trivially_copyable_v<bfloat16>);
@@ -77,34 +66,20 @@ inline constexpr bool is_storage_float_v<bfloat16> = true;
 } // namespace xlite
 
 // numeric_limits as for an IEEE type with 8 significant bits and float's exponent range.
+// Subnormals are stored (has_denorm), though float's conversion flushes them.
 template <>
-class std::numeric_limits<xlite::bfloat16> {
+class std::numeric_limits<xlite::bfloat16> : public xlite::storage_float_limits {
   using b = xlite::bfloat16;
 
 public:
-  static constexpr bool is_specialized = true;
-  static constexpr bool is_signed = true;
-  static constexpr bool is_integer = false;
-  static constexpr bool is_exact = false;
-  static constexpr bool has_infinity = true;
-  static constexpr bool has_quiet_NaN = true;
-  static constexpr bool has_signaling_NaN = true;
-  static constexpr std::float_denorm_style has_denorm = std::denorm_present; // stored; from float they flush
-  static constexpr bool has_denorm_loss = false;
-  static constexpr std::float_round_style round_style = std::round_to_nearest;
   static constexpr bool is_iec559 = false; // no IEEE interchange format; float's conversion flushes subnormals
-  static constexpr bool is_bounded = true;
-  static constexpr bool is_modulo = false;
   static constexpr int digits = 8;
   static constexpr int digits10 = 2;
   static constexpr int max_digits10 = 4;
-  static constexpr int radix = 2;
   static constexpr int min_exponent = -125;
   static constexpr int min_exponent10 = -37;
   static constexpr int max_exponent = 128;
   static constexpr int max_exponent10 = 38;
-  static constexpr bool traps = false;
-  static constexpr bool tinyness_before = false;
 
   static constexpr b min() noexcept { return b::from_bits(0x0080); } // 2^-126
   static constexpr b lowest() noexcept { return b::from_bits(0xff7f); }

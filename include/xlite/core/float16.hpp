@@ -64,25 +64,14 @@ constexpr float float16_bits_to_float(std::uint16_t bits) noexcept {
 
 } // namespace detail
 
-class float16 {
+class float16 : public storage_float_bits<float16> {
 public:
-  // Uninitialised, like float.
   float16() = default;
   // Implicit, as from float to double. Other numbers come through float: a double is
   // rounded to float first, as in PyTorch.
-  constexpr float16(float value) noexcept : bits_(detail::float_to_float16_bits(value)) {} // NOLINT
+  constexpr float16(float value) noexcept : storage_float_bits(detail::float_to_float16_bits(value)) {} // NOLINT
 
-  static constexpr float16 from_bits(std::uint16_t bits) noexcept {
-    float16 h;
-    h.bits_ = bits;
-    return h;
-  }
-  constexpr std::uint16_t bits() const noexcept { return bits_; }
-
-  constexpr operator float() const noexcept { return detail::float16_bits_to_float(bits_); } // NOLINT
-
-private:
-  std::uint16_t bits_;
+  constexpr operator float() const noexcept { return detail::float16_bits_to_float(bits()); } // NOLINT
 };
 
 static_assert(sizeof(float16) == 2 && std::is_trivially_copyable_v<float16>);
@@ -97,33 +86,18 @@ inline constexpr bool is_storage_float_v<float16> = true;
 
 // numeric_limits of IEEE binary16.
 template <>
-class std::numeric_limits<xlite::float16> {
+class std::numeric_limits<xlite::float16> : public xlite::storage_float_limits {
   using h = xlite::float16;
 
 public:
-  static constexpr bool is_specialized = true;
-  static constexpr bool is_signed = true;
-  static constexpr bool is_integer = false;
-  static constexpr bool is_exact = false;
-  static constexpr bool has_infinity = true;
-  static constexpr bool has_quiet_NaN = true;
-  static constexpr bool has_signaling_NaN = true;
-  static constexpr std::float_denorm_style has_denorm = std::denorm_present;
-  static constexpr bool has_denorm_loss = false;
-  static constexpr std::float_round_style round_style = std::round_to_nearest;
   static constexpr bool is_iec559 = true;
-  static constexpr bool is_bounded = true;
-  static constexpr bool is_modulo = false;
   static constexpr int digits = 11;
   static constexpr int digits10 = 3;
   static constexpr int max_digits10 = 5;
-  static constexpr int radix = 2;
   static constexpr int min_exponent = -13;
   static constexpr int min_exponent10 = -4;
   static constexpr int max_exponent = 16;
   static constexpr int max_exponent10 = 4;
-  static constexpr bool traps = false;
-  static constexpr bool tinyness_before = false;
 
   static constexpr h min() noexcept { return h::from_bits(0x0400); } // 2^-14
   static constexpr h lowest() noexcept { return h::from_bits(0xfbff); }
