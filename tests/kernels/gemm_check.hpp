@@ -41,16 +41,14 @@ struct gemm_case {
   }
 };
 
-inline gemm_case random_case(std::mt19937& rng, std::int64_t max_size) {
-  std::uniform_int_distribution<std::int64_t> size(0, max_size);
+// A random problem of the given sizes: layouts, scalars, batch, padding and values random.
+inline gemm_case random_case_of_size(std::mt19937& rng, std::int64_t m, std::int64_t n, std::int64_t k) {
   std::uniform_int_distribution<int> coin(0, 1);
   std::uniform_int_distribution<int> pad(0, 3);
-  const std::int64_t small_sizes[] = {0, 1, 2, 3, 7, 12, 13, 31, 33};
-  const auto pick = [&] { return coin(rng) ? small_sizes[std::uniform_int_distribution<int>(0, 8)(rng)] : size(rng); };
   gemm_case g;
-  g.m = pick();
-  g.n = pick();
-  g.k = pick();
+  g.m = m;
+  g.n = n;
+  g.k = k;
   g.batch = std::uniform_int_distribution<std::int64_t>(1, 3)(rng);
   g.trans_a = coin(rng);
   g.trans_b = coin(rng);
@@ -73,6 +71,20 @@ inline gemm_case random_case(std::mt19937& rng, std::int64_t max_size) {
   fill(g.b, g.batch * std::max<std::int64_t>(g.stride_b, (g.trans_b ? g.n : g.k) * g.ldb));
   fill(g.c, g.batch * g.stride_c);
   return g;
+}
+
+// A random problem with sizes up to max_size, small and odd ones often.
+inline gemm_case random_case(std::mt19937& rng, std::int64_t max_size) {
+  std::uniform_int_distribution<std::int64_t> size(0, max_size);
+  const std::int64_t small_sizes[] = {0, 1, 2, 3, 7, 12, 13, 31, 33};
+  const auto pick = [&] {
+    return std::uniform_int_distribution<int>(0, 1)(rng) != 0 ? small_sizes[std::uniform_int_distribution<int>(0, 8)(rng)]
+                                                              : size(rng);
+  };
+  const std::int64_t m = pick();
+  const std::int64_t n = pick();
+  const std::int64_t k = pick();
+  return random_case_of_size(rng, m, n, k);
 }
 
 template <class In, class Out>
