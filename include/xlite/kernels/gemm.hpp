@@ -372,12 +372,13 @@ void for_tasks(thread_pool* pool, std::int64_t count, std::int64_t grain, Body&&
 
 // Whether the micro-kernels read this k block of A where it is rather than from packed
 // panels. A row-major A that is not transposed already holds each row's steps one after
-// another, and reading it in place saves the pass that packs it. That pays while C is at
-// most one block of columns wide (n <= nc), where each A panel meets a few B panels and
-// is read once: 4096 x 1024 x 64 runs 1.4x faster in fp32 and 3.8x in bf16, 2048 x 512 x
-// 2048 5% faster. Wider, each A panel is read once per column block, and the contiguous
-// packed panels win (fp32, one thread: n = 1024 5%, 2048 x 2048 x 2048 5-8%; A's rows
-// lda apart share cache sets, at powers of two most). It needs A of the panels' own
+// another, and reading it in place saves the pass that packs it: 4096 x 1024 x 64 runs
+// 1.4x faster in fp32 and 3.8x in bf16. For float steps that pays while C is at most one
+// block of columns wide (n <= nc; 2048 x 512 x 2048: 5%); wider, each A panel is read once
+// per column block and the contiguous packed panels win (one thread: n = 1024 5%, 2048^3
+// 4-8%; A's rows lda apart share cache sets, at powers of two most). bf16 pairs read A in
+// place at every width: their packing of A gathers pairs row by row and costs more, and
+// in place they reach 89% of the VDPBF16PS peak at 2048^3. It needs A of the panels' own
 // element type (float steps: float; bf16 pairs: bfloat16, whole pairs), which also means
 // no rounding to do while packing.
 template <class Path, class In>
@@ -387,7 +388,8 @@ bool a_read_in_place(const problem<In>& p, std::int64_t kb) {
                                                                         : std::is_same_v<In, bfloat16>;
     if constexpr (same_values) {
       const bool whole_steps = Path::steps_kind == step_kind::floats || kb % 2 == 0;
-      return !p.trans_a && whole_steps && p.n <= Path::nc;
+      const bool narrow_enough = Path::steps_kind != step_kind::floats || p.n <= Path::nc;
+      return !p.trans_a && whole_steps && narrow_enough;
     }
   }
   return false;
