@@ -14,7 +14,9 @@
 #include "all_floats.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
+#include <xlite/core/cpu_features.hpp>
 #define XLITE_TEST_F16C 1
 #else
 #define XLITE_TEST_F16C 0
@@ -52,10 +54,19 @@ std::uint16_t reference_bits(float x) {
 
 #if XLITE_TEST_F16C
 __attribute__((target("f16c"))) std::uint16_t hardware_bits(float x) {
-  return static_cast<std::uint16_t>(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const __m128i h = _mm_cvtps_ph(_mm_set_ss(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return static_cast<std::uint16_t>(_mm_extract_epi16(h, 0));
 }
-__attribute__((target("f16c"))) float hardware_float(std::uint16_t h) { return _cvtsh_ss(h); }
-bool has_f16c() { return __builtin_cpu_supports("f16c"); }
+__attribute__((target("f16c"))) float hardware_float(std::uint16_t h) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+// CPUID leaf 1, ECX bit 29; the VEX encoding also needs the OS's AVX state, which an AVX2
+// level implies.
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0 &&
+         xlite::detected_isa() >= xlite::isa::avx2;
+}
 #endif
 
 } // namespace
