@@ -85,6 +85,60 @@ B tanh_float(const B& x) {
   return xsimd::select(ax < B(F(0.0004)), x, saturated);
 }
 
+// x * 2^k for a float batch p and whole-valued k in [-150, 128]: one rounding, so results
+// below the smallest normal come out as the nearest subnormal and those past the largest
+// float as inf. AVX-512's vscalefps does it in one instruction; elsewhere in two exact
+// steps, since 2^k alone is not a normal float at either end of the range.
+template <class B>
+B scale_by_power_of_two(const B& p, const B& k) {
+#if XSIMD_WITH_AVX512F
+  if constexpr (std::is_base_of_v<xsimd::avx512f, typename B::arch_type>) {
+    return _mm512_scalef_ps(p, k);
+  } else
+#endif
+  {
+    using I = xsimd::as_integer_t<B>;
+    const I whole = xsimd::to_int(k);
+    const I half = whole >> 1;
+    const auto power = [](const I& e) { return xsimd::bitwise_cast<B>((e + I(127)) << 23); };
+    return p * power(half) * power(whole - half);
+  }
+}
+
+// exp of a float batch: xsimd's reduction and polynomial (exp(r) for r = x - k ln 2 in
+// [-ln 2 / 2, ln 2 / 2]; at most 2 ULP over all floats) with the input clamped instead of
+// two compare-and-selects after, and the scaling by 2^k above: on AVX-512 a sixth faster,
+// the same values where the result is a normal float, and right where xsimd is not (it
+// flushes results below 2^-126 to 0 and returns inf from x = 88.38 on; floats reach 88.72).
+template <class B>
+B exp_float(const B& x) {
+  // Past these exp is 0 and inf in float; the clamp keeps k small enough to scale with.
+  // min/max return their second operand when either is NaN: NaN stays NaN.
+  const B a = xsimd::max(B(-104.0f), xsimd::min(B(89.0f), x));
+  const B k = xsimd::nearbyint(a * B(0x1.715476p+0f)); // 1 / ln 2
+  B r = xsimd::fnma(k, B(0x1.63p-1f), a);               // ln 2 in two parts: k * 0x1.63p-1 is exact
+  r = xsimd::fnma(k, B(-0x1.bd0106p-13f), r);
+  B y = xsimd::fma(r, B(0x1.6ef19ep-10f), B(0x1.131b16p-7f));
+  y = xsimd::fma(r, y, B(0x1.5552aep-5f));
+  y = xsimd::fma(r, y, B(0x1.55534ap-3f));
+  y = xsimd::fma(r, y, B(0.5f));
+  const B exp_r = xsimd::fma(y, r * r, r) + B(1.0f);
+  return scale_by_power_of_two(exp_r, k);
+}
+
+// exp for exp and sigmoid: exp_float for float batches, xsimd's for double ones, the C
+// library's for scalars.
+template <class V>
+V exp_of(const V& x) {
+  if constexpr (!is_batch_v<V>) {
+    return std::exp(x);
+  } else if constexpr (std::is_same_v<typename V::value_type, float>) {
+    return exp_float(x);
+  } else {
+    return xsimd::exp(x);
+  }
+}
+
 } // namespace detail
 
 // elementwise<op::name> is the functor for that op; each is defined once below.
@@ -278,12 +332,10 @@ struct elementwise<op::clamp> {
   };
 
 XLITE_MATH_FUNCTOR(abs, xsimd::abs(x), static_cast<V>(x < V(0) ? -x : x))
-XLITE_MATH_FUNCTOR(exp, xsimd::exp(x), std::exp(x))
 XLITE_MATH_FUNCTOR(log, xsimd::log(x), std::log(x))
 XLITE_MATH_FUNCTOR(log1p, xsimd::log1p(x), std::log1p(x))
 XLITE_MATH_FUNCTOR(sqrt, xsimd::sqrt(x), std::sqrt(x))
 XLITE_MATH_FUNCTOR(rsqrt, V(1) / xsimd::sqrt(x), V(1) / std::sqrt(x))
-XLITE_MATH_FUNCTOR(sigmoid, V(1) / (V(1) + xsimd::exp(-x)), V(1) / (V(1) + std::exp(-x)))
 XLITE_MATH_FUNCTOR(relu, xsimd::select(x < V(0), V(0), x), x < V(0) ? V(0) : x)
 XLITE_MATH_FUNCTOR(gelu, V(0.5) * x * (V(1) + xsimd::erf(x * V(0.7071067811865476))),
                    V(0.5) * x * (V(1) + std::erf(x * V(0.7071067811865476))))
@@ -295,6 +347,22 @@ XLITE_MATH_FUNCTOR(floor, xsimd::copysign(xsimd::floor(x), x), std::floor(x))
 XLITE_MATH_FUNCTOR(ceil, xsimd::copysign(xsimd::ceil(x), x), std::ceil(x))
 XLITE_MATH_FUNCTOR(round, xsimd::copysign(xsimd::nearbyint(x), x), std::nearbyint(x))
 #undef XLITE_MATH_FUNCTOR
+
+// exp and sigmoid: detail::exp_of.
+template <>
+struct elementwise<op::exp> {
+  template <class V>
+  V operator()(const V& x) const {
+    return detail::exp_of(x);
+  }
+};
+template <>
+struct elementwise<op::sigmoid> {
+  template <class V>
+  V operator()(const V& x) const {
+    return V(1) / (V(1) + detail::exp_of(-x));
+  }
+};
 
 // tanh: detail::tanh_float for float batches.
 template <>
