@@ -13,33 +13,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
-#include <memory>
-#include <new>
 #include <span>
 #include <type_traits>
 #include <utility>
 
+#include "xlite/core/aligned_memory.hpp"
 #include "xlite/core/dtype.hpp"
 #include "xlite/core/error.hpp"
 #include "xlite/core/shape.hpp"
 
 namespace xlite {
 
-inline constexpr std::size_t tensor_alignment = 64;
+inline constexpr std::size_t tensor_alignment = cache_line;
 
 namespace detail {
-
-struct aligned_delete {
-  void operator()(void* p) const noexcept { ::operator delete (p, std::align_val_t{tensor_alignment}); }
-};
-
-template <class T>
-std::unique_ptr<T[], aligned_delete> allocate_uninitialized(std::int64_t count) {
-  static_assert(std::is_trivially_destructible_v<T>, "xlite::tensor holds trivial element types only");
-  const auto bytes = static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T);
-  return std::unique_ptr<T[], aligned_delete>(
-      static_cast<T*>(::operator new (bytes, std::align_val_t{tensor_alignment})));
-}
 
 // A static expression node (expr/node.hpp): it carries its broadcast shape as a member.
 template <class E>
@@ -63,7 +50,7 @@ public:
   // Zero-filled.
   explicit tensor(const xlite::shape& s) : tensor(s, T{}) {}
 
-  tensor(const xlite::shape& s, T fill) : shape_(s), data_(detail::allocate_uninitialized<T>(s.numel())) {
+  tensor(const xlite::shape& s, T fill) : shape_(s), data_(allocate_aligned<T>(s.numel())) {
     std::fill_n(data_.get(), s.numel(), fill);
   }
 
@@ -82,7 +69,7 @@ public:
   // read: tensor<float>(xlite::uninitialized, s).
   struct uninitialized_t {};
   static constexpr uninitialized_t uninitialized{};
-  tensor(uninitialized_t, const xlite::shape& s) : shape_(s), data_(detail::allocate_uninitialized<T>(s.numel())) {}
+  tensor(uninitialized_t, const xlite::shape& s) : shape_(s), data_(allocate_aligned<T>(s.numel())) {}
 
   // Evaluates a static expression in one fused pass (defined in expr/assign.hpp).
   template <detail::expression_object E>
@@ -210,7 +197,7 @@ private:
     measure(list, 0, dims);
     std::replace(dims.begin(), dims.end(), std::int64_t{-1}, std::int64_t{0}); // axes under an empty list
     shape_ = xlite::shape(std::span<const std::int64_t>(dims.data(), depth));
-    data_ = detail::allocate_uninitialized<T>(shape_.numel());
+    data_ = allocate_aligned<T>(shape_.numel());
     T* out = data_.get();
     flatten(list, out);
   }
@@ -225,7 +212,7 @@ private:
   }
 
   xlite::shape shape_;
-  std::unique_ptr<T[], detail::aligned_delete> data_;
+  aligned_array<T> data_;
 };
 
 } // namespace xlite

@@ -33,10 +33,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <memory>
-#include <new>
 #include <type_traits>
 
+#include "xlite/core/aligned_memory.hpp"
 #include "xlite/core/bfloat16.hpp"
 #include "xlite/core/cpu_features.hpp"
 #include "xlite/core/error.hpp"
@@ -109,22 +108,6 @@ struct gemm_epilogue {
 namespace gemm_detail {
 
 // ---- memory ------------------------------------------------------------------------------------
-
-struct free_memory {
-  void operator()(void* p) const noexcept { std::free(p); }
-};
-template <class T>
-using aligned_array = std::unique_ptr<T[], free_memory>;
-
-// `count` elements of T, uninitialised, on a cache line.
-template <class T>
-aligned_array<T> allocate_aligned(std::int64_t count) {
-  static_assert(std::is_trivial_v<T>);
-  const std::size_t bytes = (static_cast<std::size_t>(count) * sizeof(T) + 63) / 64 * 64;
-  auto* memory = static_cast<T*>(std::aligned_alloc(64, bytes));
-  if (memory == nullptr) throw std::bad_alloc();
-  return aligned_array<T>(memory);
-}
 
 // A buffer that keeps its largest size: the packing buffers of a thread are allocated once,
 // not per call (their size is bounded by the blocking).

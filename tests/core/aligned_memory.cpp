@@ -1,0 +1,45 @@
+#include <xlite/core/aligned_memory.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <set>
+#include <vector>
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+bool on_a_cache_line(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % xlite::cache_line == 0; }
+
+} // namespace
+
+TEST_CASE("aligned_memory: every size is on a cache line, usable to its end, and freed", "[aligned_memory]") {
+  // Sizes around the alignment and malloc's size classes, and one beyond its mmap threshold.
+  const std::vector<std::int64_t> counts = {0, 1, 2, 15, 16, 17, 63, 64, 65, 100, 1000, 4095, 4096, 1 << 18};
+  std::vector<xlite::aligned_array<unsigned char>> live;
+  std::set<const unsigned char*> seen;
+  for (int round = 0; round < 3; ++round) {
+    for (const std::int64_t count : counts) {
+      auto block = xlite::allocate_aligned<unsigned char>(count);
+      REQUIRE(block != nullptr);
+      CHECK(on_a_cache_line(block.get()));
+      std::memset(block.get(), 0xab, static_cast<std::size_t>(count)); // ASan checks these bounds
+      CHECK(seen.insert(block.get()).second);                          // live blocks never overlap
+      live.push_back(std::move(block));
+    }
+  }
+  live.clear(); // frees each block through the offset stored before it
+  auto doubles = xlite::allocate_aligned<double>(7);
+  CHECK(on_a_cache_line(doubles.get()));
+}
+
+TEST_CASE("aligned_memory: impossible sizes are bad_alloc, negative counts a value_error", "[aligned_memory]") {
+  CHECK_THROWS_AS(xlite::allocate_aligned<float>(std::numeric_limits<std::int64_t>::max()), std::bad_alloc);
+  CHECK_THROWS_AS(xlite::allocate_aligned<char>(std::numeric_limits<std::int64_t>::max()), std::bad_alloc);
+  CHECK_THROWS_AS(xlite::allocate_aligned<float>(-1), xlite::value_error);
+  CHECK_THROWS_WITH(xlite::allocate_aligned<float>(-3), Contains("allocate_aligned") && Contains("-3"));
+}
