@@ -39,11 +39,25 @@ TEST_CASE("functions: special values of min max clamp relu floor ceil round (NaN
           "[functions][special]") {
   const auto run = [](auto type) {
     using T = decltype(type);
-    // minimum, maximum and clamp propagate NaN from any operand, as torch.minimum does.
-    check_special_values<op::minimum, T>(
-        {{{qnan, 1}, qnan}, {{1, qnan}, qnan}, {{-inf, 1}, -inf}, {{inf, qnan}, qnan}});
-    check_special_values<op::maximum, T>({{{qnan, 1}, qnan}, {{1, qnan}, qnan}, {{inf, 1}, inf}, {{-inf, qnan}, qnan}});
+    // minimum, maximum and clamp propagate NaN from any operand, as torch.minimum does, and
+    // order -0 below +0 (IEEE 754-2019), so that neither operand order nor path matters.
+    check_special_values<op::minimum, T>({{{qnan, 1}, qnan},
+                                          {{1, qnan}, qnan},
+                                          {{-inf, 1}, -inf},
+                                          {{inf, qnan}, qnan},
+                                          {{-0.0, 0.0}, -0.0},
+                                          {{0.0, -0.0}, -0.0},
+                                          {{0.0, 0.0}, 0.0}});
+    check_special_values<op::maximum, T>({{{qnan, 1}, qnan},
+                                          {{1, qnan}, qnan},
+                                          {{inf, 1}, inf},
+                                          {{-inf, qnan}, qnan},
+                                          {{-0.0, 0.0}, 0.0},
+                                          {{0.0, -0.0}, 0.0},
+                                          {{-0.0, -0.0}, -0.0}});
     check_special_values<op::clamp, T>({{{qnan, 0, 1}, qnan},
+                                        {{-0.0, 0.0, 1}, 0.0},
+                                        {{0.0, -1, -0.0}, -0.0},
                                         {{5, 0, 1}, 1},
                                         {{-5, 0, 1}, 0},
                                         {{0.5, qnan, 1}, qnan},

@@ -74,6 +74,19 @@ TEST_CASE("reduce: NaN, infinities, ties and empty axes in max, min and argmax",
       x(36) = nan;
       CHECK(xlite::argmax(x)() == at);
     }
+    // Signed zeros, one of them in a SIMD batch or in the tail: max is +0 and min -0 (IEEE
+    // 754-2019 orders -0 below +0), whatever the order of the lanes and blocks.
+    for (const std::int64_t at : {0, 17, 36}) {
+      INFO("the odd zero at " << at);
+      tensor<float> negative_zeros(shape{37}, -0.0f);
+      negative_zeros(at) = 0.0f;
+      CHECK_FALSE(std::signbit(xlite::max(negative_zeros)()));
+      CHECK(std::signbit(xlite::min(negative_zeros)()));
+      tensor<double> positive_zeros(shape{37}, 0.0);
+      positive_zeros(at) = -0.0;
+      CHECK(std::signbit(xlite::min(positive_zeros)()));
+      CHECK_FALSE(std::signbit(xlite::max(positive_zeros)()));
+    }
     // Ties: the first index, in the flattened order and along the last axis (other axes:
     // the [!mayfail] test above).
     CHECK(xlite::argmax(ties)() == 1);

@@ -4,8 +4,9 @@
 // scalar and on an xsimd batch alike. The static expression layer and the lazy runtime
 // both evaluate through these, so they compute the same values.
 //
-// Semantics follow PyTorch: minimum/maximum/clamp propagate NaN, round is half-to-even,
-// relu(NaN) is NaN, gelu is the exact erf form, rsqrt is 1/sqrt (not the 14-bit estimate).
+// Semantics follow PyTorch: minimum/maximum/clamp propagate NaN (and order -0 below +0, as
+// IEEE 754-2019 and XLA do), round is half-to-even, relu(NaN) is NaN, gelu is the exact erf
+// form, rsqrt is 1/sqrt (not the 14-bit estimate).
 
 #include <cmath>
 #include <cstddef>
@@ -19,41 +20,50 @@ namespace xlite::kernels {
 
 namespace detail {
 
-// minimum and maximum propagate NaN, as torch.minimum and torch.maximum: `ordinary` is
-// their value for numbers. For batches it comes from xsimd's min or max, x86's
-// instructions, which return their second operand when either is NaN: that covers a NaN
-// b, and one test covers a NaN a.
-template <class V>
-V nan_propagating(const V& a, const V& b, const V& ordinary) {
-  if constexpr (is_batch_v<V>) {
-    if constexpr (std::is_floating_point_v<typename V::value_type>) {
-      return xsimd::select(xsimd::isnan(a), a, ordinary);
-    } else {
-      return ordinary;
+// minimum and maximum as IEEE 754-2019 defines them, and XLA computes them: NaN from either
+// operand propagates (as torch.minimum and torch.maximum), and -0 orders below +0, so the
+// result depends neither on the operands' order nor on the path (batch or scalar tail)
+// that computed it. x86's min and max return their second operand on a tie or a NaN.
+template <bool Max, class V>
+V ieee_min_max(const V& a, const V& b) {
+  if constexpr (!is_batch_v<V>) {
+    if constexpr (std::is_floating_point_v<V>) {
+      if (std::isnan(a) || std::isnan(b)) return a + b;
+      if (a == b) return std::signbit(a) == Max ? b : a; // +0 and -0, or one value twice
     }
-  } else if constexpr (std::is_floating_point_v<V>) {
-    return std::isnan(a) || std::isnan(b) ? a + b : ordinary;
-  } else {
-    return ordinary;
+    return (a < b) == Max ? b : a;
+  } else if constexpr (!std::is_floating_point_v<typename V::value_type>) {
+    return Max ? xsimd::max(a, b) : xsimd::min(a, b);
+  }
+#if XSIMD_WITH_AVX512DQ
+  else if constexpr (std::is_base_of_v<xsimd::avx512dq, typename V::arch_type>) {
+    // vrangeps/pd: imm8 bits 1:0 select min (00) or max (01), bits 3:2 = 01 take the sign
+    // from the comparison, which orders -0 below +0. It returns the number beside a quiet
+    // NaN, so lanes with a NaN take a + b instead: three instructions.
+    constexpr int range = Max ? 0b0101 : 0b0100;
+    if constexpr (std::is_same_v<typename V::value_type, float>) {
+      return _mm512_mask_add_ps(_mm512_range_ps(a, b, range), _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), a, b);
+    } else {
+      return _mm512_mask_add_pd(_mm512_range_pd(a, b, range), _mm512_cmp_pd_mask(a, b, _CMP_UNORD_Q), a, b);
+    }
+  }
+#endif
+  else {
+    // Both orders agree but on ties, where they hold +0 and -0 (or one value twice): the
+    // AND of the two keeps +0, the OR -0. a + b is the NaN of whichever operand is one.
+    const V tie_safe = Max ? (xsimd::max(a, b) & xsimd::max(b, a)) : (xsimd::min(a, b) | xsimd::min(b, a));
+    return xsimd::select(xsimd::isnan(a) || xsimd::isnan(b), a + b, tie_safe);
   }
 }
 
 template <class V>
 V minimum(const V& a, const V& b) {
-  if constexpr (is_batch_v<V>) {
-    return nan_propagating(a, b, xsimd::min(a, b));
-  } else {
-    return nan_propagating(a, b, b < a ? b : a);
-  }
+  return ieee_min_max<false>(a, b);
 }
 
 template <class V>
 V maximum(const V& a, const V& b) {
-  if constexpr (is_batch_v<V>) {
-    return nan_propagating(a, b, xsimd::max(a, b));
-  } else {
-    return nan_propagating(a, b, a < b ? b : a);
-  }
+  return ieee_min_max<true>(a, b);
 }
 
 // tanh of a float batch: the rational approximation of XLA's CPU backend and Eigen (odd
