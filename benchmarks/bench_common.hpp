@@ -22,11 +22,10 @@
 
 #include <benchmark/benchmark.h>
 
+#include "xlite/core/aligned_memory.hpp"
+
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
-#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,16 +79,14 @@ inline void report_flops(benchmark::State& state, std::int64_t flops_per_iterati
   state.SetItemsProcessed(state.iterations() * flops_per_iteration);
 }
 
-// n floats on a 64-byte boundary (a cache line, one AVX-512 register), zeroed so that the
-// first touch of every page happens here and not in a timed loop.
+// n floats on a cache line (64 bytes, one AVX-512 register), zeroed so that the first touch
+// of every page happens here and not in a timed loop. They come from the allocator of
+// xlite's tensors, so that xlite and its peers draw their operands from the heap alike.
 class aligned_floats {
 public:
-  static constexpr std::size_t alignment = 64;
+  static constexpr std::size_t alignment = xlite::cache_line;
 
-  explicit aligned_floats(std::int64_t n) : size_(n) {
-    const std::size_t bytes = (static_cast<std::size_t>(n) * sizeof(float) + alignment - 1) / alignment * alignment;
-    data_.reset(static_cast<float*>(std::aligned_alloc(alignment, bytes)));
-    if (!data_) throw std::bad_alloc();
+  explicit aligned_floats(std::int64_t n) : data_(xlite::allocate_aligned<float>(n)), size_(n) {
     std::fill_n(data_.get(), n, 0.0f);
   }
 
@@ -98,10 +95,7 @@ public:
   std::int64_t size() const noexcept { return size_; }
 
 private:
-  struct free_memory {
-    void operator()(float* p) const noexcept { std::free(p); }
-  };
-  std::unique_ptr<float[], free_memory> data_;
+  xlite::aligned_array<float> data_;
   std::int64_t size_;
 };
 

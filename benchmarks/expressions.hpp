@@ -62,10 +62,10 @@ constexpr std::int64_t expression_bytes(const expression_case& c, std::int64_t n
 }
 
 // The scalars a, b, c and the inputs x, y, w (deterministic_floats of three seeds). The
-// inputs of each size are made once, by the first benchmark that asks, and shared by all
-// the others: filling 768 MiB takes longer than timing a case on it, and Google Benchmark
-// calls a benchmark function more than once. Benchmarks run one at a time on the main
-// thread, so the cache needs no lock.
+// inputs of each size are made once, by the first benchmark that asks: filling 768 MiB
+// takes longer than timing a case on it, and Google Benchmark calls a benchmark function
+// more than once. Benchmarks run one at a time on the main thread, so the cache needs no
+// lock.
 struct expression_inputs {
   static constexpr float a = 3.0f;
   static constexpr float b = 0.5f;
@@ -89,16 +89,29 @@ struct expression_inputs {
   aligned_floats w;
 };
 
-// The operands of one benchmark: the shared inputs, and an output of its own, zeroed.
+// A copy of one of the inputs.
+inline aligned_floats copy_of(const aligned_floats& values) {
+  aligned_floats copy(values.size());
+  std::copy_n(values.data(), values.size(), copy.data());
+  return copy;
+}
+
+// The operands of one benchmark run: copies of the inputs and an output, zeroed, made
+// fresh for each run, x, y, w then z, as xlite's runs make their tensors. Where the heap
+// puts four arrays changes the time of an in-cache case by up to a third (L1 and L2 set
+// conflicts between them); fresh operands give every impl the same draw of placements
+// over its repetitions, where shared inputs would give the peers one placement for the
+// whole process and xlite another in each run.
 struct expression_operands {
-  explicit expression_operands(std::int64_t n) : inputs(expression_inputs::of_size(n)), z(n) {}
+  explicit expression_operands(std::int64_t n)
+      : x(copy_of(expression_inputs::of_size(n).x)), y(copy_of(expression_inputs::of_size(n).y)),
+        w(copy_of(expression_inputs::of_size(n).w)), z(n) {}
 
   std::int64_t size() const noexcept { return z.size(); }
 
-  const expression_inputs& inputs;
-  const aligned_floats& x = inputs.x;
-  const aligned_floats& y = inputs.y;
-  const aligned_floats& w = inputs.w;
+  aligned_floats x;
+  aligned_floats y;
+  aligned_floats w;
   aligned_floats z;
 };
 
