@@ -325,7 +325,9 @@ struct bound_memory {
   const T* base;
   const std::int64_t* strides; // the loop plan's, per dimension
   const T* row;
-  bool inner_contiguous;
+  // Along the innermost dimension: 1, or 0 where broadcast, in every SIMD loop; argmax's
+  // scalar walk along a reduced axis that is not the last one steps by that axis's stride.
+  std::int64_t inner_stride;
 
   void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
     row = base;
@@ -334,15 +336,14 @@ struct bound_memory {
 
   template <class Arch, class L, bool Contiguous, class Context>
   auto eval(std::int64_t j, Context&) const {
-    const T* at = Contiguous || inner_contiguous ? row + j : row;
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
-      return *at;
+      return Contiguous ? row[j] : row[j * inner_stride];
     } else if constexpr (std::is_same_v<T, bool>) {
       using mask = kernels::mask_t<L, Arch>;
-      return Contiguous || inner_contiguous ? mask::load_unaligned(at) : mask(*at);
+      return Contiguous || inner_stride != 0 ? mask::load_unaligned(row + j) : mask(*row);
     } else {
       using batch = kernels::batch_t<T, Arch>;
-      return Contiguous || inner_contiguous ? batch::load_unaligned(at) : batch(*at);
+      return Contiguous || inner_stride != 0 ? batch::load_unaligned(row + j) : batch(*row);
     }
   }
 };
@@ -542,7 +543,7 @@ template <class E, std::size_t Leaves>
 bound<E> bind_tree(const E& e, const loop_plan<Leaves>& plan, std::size_t& leaf) {
   if constexpr (is_memory_leaf_v<E>) {
     const strides_t& st = plan.leaf_strides[leaf++];
-    return bound<E>{{e.data, st.data(), e.data, st[plan.rank - 1] != 0}};
+    return bound<E>{{e.data, st.data(), e.data, st[plan.rank - 1]}};
   } else if constexpr (is_scalar_leaf_v<E>) {
     return bound<E>{static_cast<typename E::value_type>(e.value)};
   } else if constexpr (is_where_node_v<E>) {

@@ -117,17 +117,23 @@ reduction_plan<memory_leaf_count_v<E>> plan_reduction(const E& e, const axes& wh
       is_reduced[a] = true;
     }
   }
+  // Kept axes after the last reduced one longer than 1 (all of them, when there is none)
+  // go to group 2, reduced SIMD across outputs; the rest to group 0. Reduced axes of length
+  // 1 join group 1 so that it has a place in the plan even when no other axis is reduced.
   // o == argmax keeps everything in groups 0 and 1: its scalar loop walks the reduced axis.
-  std::size_t last_reduced = rank;
+  std::size_t last_long_reduced = rank;
   for (std::size_t d = 0; d < rank; ++d) {
-    if (is_reduced[d] && in[d] != 1) last_reduced = d;
+    if (is_reduced[d] && in[d] != 1) last_long_reduced = d;
   }
   std::array<std::size_t, max_rank> order{};
   std::array<std::uint8_t, max_rank> group_of_dim{};
   for (std::size_t d = 0; d < rank; ++d) {
-    std::uint8_t g = 0;
-    if (in[d] != 1) g = is_reduced[d] ? 1 : (d > last_reduced && last_reduced < rank && o != op::argmax ? 2 : 0);
-    group_of_dim[d] = g;
+    const bool after_reduced = last_long_reduced == rank || d > last_long_reduced;
+    if (is_reduced[d]) {
+      group_of_dim[d] = 1;
+    } else {
+      group_of_dim[d] = in[d] != 1 && after_reduced && o != op::argmax ? 2 : 0;
+    }
   }
   std::size_t position = 0;
   std::array<std::int64_t, max_rank> dims{};
