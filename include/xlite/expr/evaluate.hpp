@@ -567,8 +567,8 @@ bound_root<E> bind(const E& e, const loop_plan<Leaves>& plan) {
 
 // ---- the loop ------------------------------------------------------------------------------
 
-// Outputs of at least this many elements are split over the thread pool, in chunks of
-// `parallel_grain` elements (a multiple of every batch width, so chunks start aligned).
+// Outputs of at least this many elements are split over the thread pool, in tasks of about
+// `parallel_grain` elements (a multiple of every batch width, see parallel_rows).
 inline constexpr std::int64_t parallel_threshold = 1 << 15;
 inline constexpr std::int64_t parallel_grain = 1 << 14;
 
@@ -581,12 +581,11 @@ void run_row(const B& bound_expr, T* out, std::int64_t begin, std::int64_t end, 
   std::int64_t j = begin;
   if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
     if constexpr (Contiguous && !std::is_same_v<T, bool>) {
-      if (streaming) {
-        // Scalar up to the first aligned batch, then streaming stores.
-        constexpr std::size_t alignment = sizeof(T) * static_cast<std::size_t>(width);
-        for (; j < end && reinterpret_cast<std::uintptr_t>(out + j) % alignment != 0; ++j) {
-          out[j] = expr.template get<kernels::scalar_arch, L, Contiguous>(j);
-        }
+      // Streaming stores need whole aligned batches. An unaligned output is stored plainly
+      // rather than after a scalar prologue: that would compute a few elements of each
+      // task by the scalar form, and their bits would depend on the thread count.
+      constexpr std::size_t alignment = sizeof(T) * static_cast<std::size_t>(width);
+      if (streaming && reinterpret_cast<std::uintptr_t>(out + j) % alignment == 0) {
         for (; j + width <= end; j += width)
           kernels::store_streaming(out + j, expr.template get<Arch, L, Contiguous>(j));
         kernels::streaming_fence();
@@ -629,6 +628,20 @@ void walk_rows(B& expr, const loop_nest& plan, std::array<std::int64_t, max_rank
   }
 }
 
+// Calls run(begin, end) on the pool over tasks that tile [0, count), a whole number of rows
+// of `row` elements: whole rows when rows are short, else pieces of parallel_grain elements
+// from a row's start. Batches then start where they start in one pass over each row, so an
+// element is computed by the same form (a SIMD batch, or the scalar tail at a row's end)
+// and gets the same bits whatever the number of threads.
+template <class Run>
+void parallel_rows(thread_pool& pool, std::int64_t count, std::int64_t row, Run&& run) {
+  const std::int64_t pieces = row < parallel_grain ? 1 : (row + parallel_grain - 1) / parallel_grain;
+  const std::int64_t tasks_per_chunk = row < parallel_grain ? parallel_grain / row : 1;
+  const auto task_start = [&](std::int64_t task) { return task / pieces * row + task % pieces * parallel_grain; };
+  pool.parallel_for(count / row * pieces, tasks_per_chunk,
+                    [&](std::int64_t first, std::int64_t last) { run(task_start(first), task_start(last)); });
+}
+
 // Evaluates the flat output range [begin, end) of the plan's loop nest.
 template <class Arch, class L, class B, class T>
 void run_range(B expr, const loop_nest& plan, T* out, std::int64_t begin, std::int64_t end, bool streaming) {
@@ -664,7 +677,7 @@ void evaluate_into(const E& e, T* out) {
     if (count < parallel_threshold || pool.num_threads() == 1) {
       run_range<Arch, L>(bound_expr, plan, out, 0, count, streaming);
     } else {
-      pool.parallel_for(count, parallel_grain, [&](std::int64_t begin, std::int64_t end) {
+      parallel_rows(pool, count, plan.dims[plan.rank - 1], [&](std::int64_t begin, std::int64_t end) {
         run_range<Arch, L>(bound_expr, plan, out, begin, end, streaming);
       });
     }
