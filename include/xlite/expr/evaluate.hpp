@@ -489,8 +489,8 @@ struct bound<cast_node<To, Operand>> {
     } else if constexpr (std::is_same_v<From, bool>) { // a mask to 0 / 1
       using batch = kernels::batch_t<To, Arch>;
       return xsimd::select(convert_mask<To>(x), batch(To(1)), batch(To(0)));
-    } else if constexpr (std::is_same_v<To, bool>) { // non-zero is true
-      return convert_mask<L>(x != kernels::batch_t<From, Arch>(From(0)));
+    } else if constexpr (std::is_same_v<To, bool>) { // non-zero is true, NaN too: the op's !=
+      return convert_mask<L>(kernels::elementwise<op::not_equal>{}(x, kernels::batch_t<From, Arch>(From(0))));
     } else {
       return kernels::cast_to<To>{}(x);
     }
