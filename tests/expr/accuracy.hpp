@@ -15,8 +15,7 @@
 //   expr_tests "[.ulp_report]"; expr_tests_avx2 "[.ulp_report]"; expr_tests_avx512 "[.ulp_report]"
 //
 // Measured worst errors, float / double, in ULPs (sse2 | fma3+avx2 | avx512bw | scalar):
-//   + - * / neg abs min max clamp relu floor ceil round sqrt: 0 everywhere
-//   fma      32 / 16 on sse2 (two roundings, see functions.cpp) | 0 | 0 | 0
+//   + - * / fma neg abs min max clamp relu floor ceil round sqrt: 0 everywhere
 //   log, log1p, rsqrt, sin, cos: 1 / 1 everywhere
 //   exp      1 / 1 everywhere on these domains; float batches take exp_float of
 //            kernels/elementwise.hpp, whose worst case over all 2^32 floats is 2 ULP

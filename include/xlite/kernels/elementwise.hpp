@@ -6,10 +6,13 @@
 //
 // Semantics follow PyTorch: minimum/maximum/clamp propagate NaN (and order -0 below +0, as
 // IEEE 754-2019 and XLA do), round is half-to-even, relu(NaN) is NaN, gelu is the exact erf
-// form, rsqrt is 1/sqrt (not the 14-bit estimate).
+// form, rsqrt is 1/sqrt (not the 14-bit estimate), pow is C's pow, abs(-0.0) is +0.0. Every
+// op rounds once: a * b + c rounds twice, fma once, on every path.
 
+#include <array>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -19,6 +22,68 @@
 namespace xlite::kernels {
 
 namespace detail {
+
+// The element type of a batch, or the scalar itself.
+template <class V>
+struct lane {
+  using type = V;
+};
+template <class T, class A>
+struct lane<xsimd::batch<T, A>> {
+  using type = T;
+};
+template <class V>
+using lane_t = typename lane<V>::type;
+
+// Keeps a floating-point value from being contracted with what follows: g++ (whose default
+// for C++ is -ffp-contract=fast) fuses the product of mul with a following add into one fma
+// wherever the target has FMA, so a * b + c would round once in the AVX2 and AVX-512 builds
+// and twice in the SSE one. Op by op, as PyTorch evaluates it, it rounds twice everywhere;
+// the fma op is the fused form. The asm is empty and "v" is any xmm/ymm/zmm register, so the
+// value stays where it is: no instruction is added.
+template <class V>
+void round_separately([[maybe_unused]] V& value) {
+#if defined(__GNUC__) && defined(__SSE2__)
+  if constexpr (std::is_same_v<lane_t<V>, float> || std::is_same_v<lane_t<V>, double>) {
+    if constexpr (is_batch_v<V>) {
+      asm("" : "+v"(value.data));
+    } else {
+      asm("" : "+v"(value));
+    }
+  }
+#endif
+}
+
+// a * b + c rounded once, for a floating-point batch. xsimd 8.1's fma is the FMA instruction
+// for its fma3 and NEON archs, but a * b + c for AVX-512 (fused only when the compiler
+// contracts it: g++ does by default, clang 14 does not) and for SSE. The arch is the batch's,
+// fixed at compile time: an SSE batch runs on FMA machines too (the portable path), and its
+// FMA-less code must round once there as well, so it takes the C library's fma lane by lane.
+template <class B>
+B fused_multiply_add(const B& a, const B& b, const B& c) {
+  using A = typename B::arch_type;
+  using T = typename B::value_type;
+  if constexpr (std::is_base_of_v<xsimd::fma3<xsimd::avx2>, A> || std::is_base_of_v<xsimd::neon64, A>) {
+    return xsimd::fma(a, b, c);
+  }
+#if XSIMD_WITH_AVX512F
+  else if constexpr (std::is_base_of_v<xsimd::avx512f, A>) {
+    if constexpr (std::is_same_v<T, float>) {
+      return _mm512_fmadd_ps(a, b, c);
+    } else {
+      return _mm512_fmadd_pd(a, b, c);
+    }
+  }
+#endif
+  else {
+    std::array<T, B::size> x, y, z;
+    a.store_unaligned(x.data());
+    b.store_unaligned(y.data());
+    c.store_unaligned(z.data());
+    for (std::size_t i = 0; i < B::size; ++i) x[i] = std::fma(x[i], y[i], z[i]);
+    return B::load_unaligned(x.data());
+  }
+}
 
 // minimum and maximum as IEEE 754-2019 defines them, and XLA computes them: NaN from either
 // operand propagates (as torch.minimum and torch.maximum), and -0 orders below +0, so the
@@ -149,6 +214,40 @@ V exp_of(const V& x) {
   }
 }
 
+// pow of a floating-point batch as C (C11 F.10.4.4) and torch.pow define it. xsimd 8.1's pow
+// is wrong in special lanes (pow(0, 0) = 0, pow(NaN, 0) = NaN, pow(1, NaN) = NaN, pow(0, -1) =
+// 0, pow(-0.0, 3) = +0.0), so this computes |x|^y as it does, exp(y log |x|), which is also
+// right for zero and infinite x and infinite y, and fixes the special lanes with selects.
+template <class B>
+B pow_of(const B& x, const B& y) {
+  using T = typename B::value_type;
+  const B ax = xsimd::abs(x);
+  // x^0 and (+-1)^y are 1 even where y log |x| is NaN (0 * inf, inf * 0, NaN y); for x = -1
+  // the sign and NaN below still apply.
+  const B y_log_ax = xsimd::select((y == B(0)) | (ax == B(1)), B(0), y * xsimd::log(ax));
+  const B magnitude = exp_of(y_log_ax);
+  // Negative bases (-0 and -inf too) take x's sign for odd y. Both tests are exact; +-inf
+  // counts as an even integer, NaN as no integer.
+  const auto y_integer = xsimd::trunc(y) == y;
+  const B half = y * B(T(0.5));
+  const auto y_odd = y_integer & (xsimd::trunc(half) != half);
+  const B signed_result = xsimd::select(y_odd, xsimd::copysign(magnitude, x), magnitude);
+  // NaN for finite x < 0 and a y that is no integer (nor infinite).
+  const auto undefined = (x < B(0)) & (x > B(-std::numeric_limits<T>::infinity())) & ~y_integer;
+  return xsimd::select(undefined, B(std::numeric_limits<T>::quiet_NaN()), signed_result);
+}
+
+// abs of a scalar: the sign bit cleared for floating point, as xsimd::abs does for batches,
+// so that abs(-0.0) is +0.0 (torch.abs) on the scalar path too.
+template <class V>
+V scalar_abs(const V& x) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return std::fabs(x);
+  } else {
+    return static_cast<V>(x < V(0) ? -x : x);
+  }
+}
+
 } // namespace detail
 
 // elementwise<op::name> is the functor for that op; each is defined once below.
@@ -173,7 +272,9 @@ template <>
 struct elementwise<op::mul> {
   template <class V>
   V operator()(const V& a, const V& b) const {
-    return a * b;
+    V product = a * b;
+    detail::round_separately(product);
+    return product;
   }
 };
 template <>
@@ -296,12 +397,12 @@ template <>
 struct elementwise<op::fma> {
   template <class V>
   V operator()(const V& a, const V& b, const V& c) const {
-    if constexpr (is_batch_v<V>) {
-      return xsimd::fma(a, b, c);
-    } else if constexpr (std::is_floating_point_v<V>) {
-      return std::fma(a, b, c);
-    } else {
+    if constexpr (!std::is_floating_point_v<detail::lane_t<V>>) {
       return a * b + c;
+    } else if constexpr (is_batch_v<V>) {
+      return detail::fused_multiply_add(a, b, c);
+    } else {
+      return std::fma(a, b, c);
     }
   }
 };
@@ -341,9 +442,10 @@ struct elementwise<op::clamp> {
     }                                                                                                                  \
   };
 
-XLITE_MATH_FUNCTOR(abs, xsimd::abs(x), static_cast<V>(x < V(0) ? -x : x))
+XLITE_MATH_FUNCTOR(abs, xsimd::abs(x), detail::scalar_abs(x))
 XLITE_MATH_FUNCTOR(log, xsimd::log(x), std::log(x))
-XLITE_MATH_FUNCTOR(log1p, xsimd::log1p(x), std::log1p(x))
+// xsimd's log1p(-0.0) is +0.0; C and torch.log1p keep the sign of a zero.
+XLITE_MATH_FUNCTOR(log1p, xsimd::select(x == V(0), x, xsimd::log1p(x)), std::log1p(x))
 XLITE_MATH_FUNCTOR(sqrt, xsimd::sqrt(x), std::sqrt(x))
 XLITE_MATH_FUNCTOR(rsqrt, V(1) / xsimd::sqrt(x), V(1) / std::sqrt(x))
 XLITE_MATH_FUNCTOR(relu, xsimd::select(x < V(0), V(0), x), x < V(0) ? V(0) : x)
@@ -351,12 +453,31 @@ XLITE_MATH_FUNCTOR(gelu, V(0.5) * x * (V(1) + xsimd::erf(x * V(0.707106781186547
                    V(0.5) * x * (V(1) + std::erf(x * V(0.7071067811865476))))
 XLITE_MATH_FUNCTOR(sin, xsimd::sin(x), std::sin(x))
 XLITE_MATH_FUNCTOR(cos, xsimd::cos(x), std::cos(x))
-// Rounding keeps the sign of zero (ceil(-0.5) is -0.0); xsimd's SSE2 emulation does not,
-// so the batch forms copy the operand's sign, which a rounded value always has.
-XLITE_MATH_FUNCTOR(floor, xsimd::copysign(xsimd::floor(x), x), std::floor(x))
-XLITE_MATH_FUNCTOR(ceil, xsimd::copysign(xsimd::ceil(x), x), std::ceil(x))
-XLITE_MATH_FUNCTOR(round, xsimd::copysign(xsimd::nearbyint(x), x), std::nearbyint(x))
 #undef XLITE_MATH_FUNCTOR
+
+// Rounding functions: the identity on integers (which xsimd::copysign does not take, and
+// which std::floor would round to a double). Floating-point results keep the sign of zero
+// (ceil(-0.5) is -0.0); xsimd's SSE2 emulation does not, so the batch forms copy the
+// operand's sign, which a rounded value always has.
+#define XLITE_ROUNDING_FUNCTOR(name, batch_form, scalar_form)                                                          \
+  template <>                                                                                                          \
+  struct elementwise<op::name> {                                                                                       \
+    template <class V>                                                                                                 \
+    V operator()(const V& x) const {                                                                                   \
+      if constexpr (!std::is_floating_point_v<detail::lane_t<V>>) {                                                    \
+        return x;                                                                                                      \
+      } else if constexpr (is_batch_v<V>) {                                                                            \
+        return batch_form;                                                                                             \
+      } else {                                                                                                         \
+        return scalar_form;                                                                                            \
+      }                                                                                                                \
+    }                                                                                                                  \
+  };
+
+XLITE_ROUNDING_FUNCTOR(floor, xsimd::copysign(xsimd::floor(x), x), std::floor(x))
+XLITE_ROUNDING_FUNCTOR(ceil, xsimd::copysign(xsimd::ceil(x), x), std::ceil(x))
+XLITE_ROUNDING_FUNCTOR(round, xsimd::copysign(xsimd::nearbyint(x), x), std::nearbyint(x))
+#undef XLITE_ROUNDING_FUNCTOR
 
 // exp and sigmoid: detail::exp_of.
 template <>
@@ -394,7 +515,7 @@ struct elementwise<op::pow> {
   template <class V>
   V operator()(const V& base, const V& exponent) const {
     if constexpr (is_batch_v<V>) {
-      return xsimd::pow(base, exponent);
+      return detail::pow_of(base, exponent);
     } else {
       return std::pow(base, exponent);
     }
