@@ -8,3 +8,4 @@
 #include "xlite/expr/matmul.hpp"
 #include "xlite/expr/xtensor.hpp"
 #include "xlite/kernels.hpp"
+#include "xlite/lazy.hpp"

@@ -4,14 +4,17 @@
 // lazy IR (ir/) are two front ends of it, and the kernels (kernels/) implement it, so the
 // three cannot drift apart: each is checked against this list at compile time.
 //
-// For each op: its name, its arity, whether it is element-wise or a reduction, and the rule
-// that gives its result dtype from its operands' dtypes (PyTorch's rules).
+// For each op: its name, its arity, its kind, and the rule that gives its result dtype from
+// its operands' dtypes (PyTorch's rules). The static layer fuses the element-wise ops and
+// the reductions; the lazy IR has all of them, plus the graph's sources (parameters,
+// constants, iota), the ops that move data (reshape, permute, ...) and matmul.
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "xlite/core/dtype.hpp"
@@ -27,10 +30,19 @@ enum class dtype_rule : std::uint8_t {
   to_boolean,    // bool (comparisons, logical ops)
   to_index,      // int64 (argmax)
   accumulate,    // integral and bool widen to int64, floating stays (sum, prod: as torch.sum)
-  explicit_type, // chosen by the caller (cast)
+  explicit_type, // chosen by the caller (cast, and the sources of a graph)
 };
 
-enum class op_kind : std::uint8_t { elementwise, reduction };
+enum class op_kind : std::uint8_t {
+  elementwise, // one result element from the operands' elements at the same (broadcast) index
+  reduction,   // combines the elements along chosen axes
+  source,      // no operands: a graph's parameters and constants
+  layout,      // moves elements without computing: reshape, permute, slice, ...
+  contraction, // matmul
+};
+
+// The arity of an op that takes any number (at least one) of operands: concat.
+inline constexpr std::size_t variadic = static_cast<std::size_t>(-1);
 
 // X(name, arity, kind, dtype_rule). Names are the lower-case names users see.
 #define XLITE_OP_LIST(X)                                                                                               \
@@ -75,7 +87,16 @@ enum class op_kind : std::uint8_t { elementwise, reduction };
   X(max, 1, reduction, promote)                                                                                        \
   X(min, 1, reduction, promote)                                                                                        \
   X(prod, 1, reduction, accumulate)                                                                                    \
-  X(argmax, 1, reduction, to_index)
+  X(argmax, 1, reduction, to_index)                                                                                   \
+  X(parameter, 0, source, explicit_type)                                                                               \
+  X(constant, 0, source, explicit_type)                                                                                \
+  X(iota, 0, source, explicit_type)                                                                                    \
+  X(reshape, 1, layout, promote)                                                                                       \
+  X(permute, 1, layout, promote)                                                                                       \
+  X(broadcast_to, 1, layout, promote)                                                                                  \
+  X(slice, 1, layout, promote)                                                                                         \
+  X(concat, variadic, layout, promote)                                                                                 \
+  X(matmul, 2, contraction, promote)
 
 enum class op : std::uint8_t {
 #define XLITE_OP_ENUM(name, arity, kind, rule) name,
@@ -107,8 +128,9 @@ inline std::ostream& operator<<(std::ostream& out, op o) { return out << name(o)
 // (cast) take their result from the caller and are a dtype_error here.
 constexpr dtype result_dtype(op o, std::span<const dtype> operands) {
   const op_info& i = info(o);
-  if (operands.size() != i.arity) {
-    throw dtype_error(detail::message(i.name, ": takes ", i.arity, " operands, got ", operands.size()));
+  if (i.arity == variadic ? operands.empty() : operands.size() != i.arity) {
+    throw dtype_error(detail::message(i.name, ": takes ", i.arity == variadic ? "at least 1" : std::to_string(i.arity),
+                                      " operands, got ", operands.size()));
   }
   switch (i.rule) {
   case dtype_rule::promote:

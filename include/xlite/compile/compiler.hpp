@@ -1,0 +1,103 @@
+#pragma once
+
+// The compiler driver: graph in, executable out. Runs the passes in order (simplify, then
+// CSE, then DCE, then fusion and buffer planning) and lowers each element-wise kernel to
+// its register program.
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "xlite/compile/executable.hpp"
+#include "xlite/ir/graph.hpp"
+#include "xlite/passes/buffer_plan.hpp"
+#include "xlite/passes/cse.hpp"
+#include "xlite/passes/dce.hpp"
+#include "xlite/passes/fusion.hpp"
+#include "xlite/passes/simplify.hpp"
+
+namespace xlite::compile {
+
+namespace detail {
+
+// Registers are reused once their last reader in the program has run.
+inline void lower_elementwise(const ir::graph& g, kernel& k) {
+  const auto& group = k.group;
+  std::vector<std::int64_t> register_of(g.instructions.size(), -1);
+  std::vector<std::size_t> last_read(g.instructions.size(), 0);
+  for (std::size_t s = 0; s < group.members.size(); ++s) {
+    for (const ir::value_id operand : g.instructions[group.members[s]].operands) last_read[operand] = s;
+  }
+  std::vector<register_id> free_registers;
+  const auto allocate = [&] {
+    if (!free_registers.empty()) {
+      const register_id r = free_registers.back();
+      free_registers.pop_back();
+      return r;
+    }
+    return static_cast<register_id>(k.register_count++);
+  };
+  // Inputs are loaded where first read, so few registers hold loaded values at once.
+  for (std::size_t s = 0; s < group.members.size(); ++s) {
+    const ir::value_id v = group.members[s];
+    const ir::instruction& ins = g.instructions[v];
+    register_step step;
+    step.code = ins.code;
+    step.type = ins.type;
+    step.attrs = ins.attrs;
+    if (!ins.operands.empty()) step.operand_type = g.instructions[ins.operands.back()].type;
+    for (const ir::value_id operand : ins.operands) {
+      if (register_of[operand] < 0) {
+        register_step load;
+        load.what = register_step::kind::load;
+        load.type = g.instructions[operand].type;
+        load.input = static_cast<std::uint16_t>(std::ranges::find(group.inputs, operand) - group.inputs.begin());
+        load.result = allocate();
+        register_of[operand] = load.result;
+        k.program.push_back(std::move(load));
+      }
+      step.operands.push_back(static_cast<register_id>(register_of[operand]));
+    }
+    // Free the operands this step reads last, before choosing its own register: a step
+    // may write over an operand (each lane is read before it is written).
+    for (const ir::value_id operand : ins.operands) {
+      if (last_read[operand] == s && register_of[operand] >= 0) {
+        free_registers.push_back(static_cast<register_id>(register_of[operand]));
+        register_of[operand] = -2; // freed; never read again
+      }
+    }
+    step.result = allocate();
+    register_of[v] = step.result;
+    k.program.push_back(std::move(step));
+  }
+  k.result_register = static_cast<register_id>(register_of[group.root]);
+}
+
+} // namespace detail
+
+inline executable_ptr compile_graph(ir::graph g) {
+  auto result = std::make_shared<executable>();
+  result->hash = ir::structural_hash(g);
+  std::ostringstream log;
+  log << "simplify: " << passes::simplify(g) << " rewritten\n";
+  log << "cse: " << passes::eliminate_common_subexpressions(g) << " merged\n";
+  log << "dce: " << passes::eliminate_dead_code(g) << " removed\n";
+  const passes::fusion_plan fusion = passes::fuse_elementwise(g);
+  result->buffers = passes::plan_buffers(g, fusion);
+  log << "fusion: " << g.instructions.size() << " instructions in " << fusion.kernels.size() << " kernels\n";
+  log << "buffers: " << result->buffers.slot_bytes.size() << " slots, " << result->buffers.in_place_count
+      << " in place\n";
+  for (const passes::kernel_group& group : fusion.kernels) {
+    kernel k{group, {}, 0, 0};
+    if (group.elementwise) detail::lower_elementwise(g, k);
+    result->kernels.push_back(std::move(k));
+  }
+  result->program = std::move(g);
+  result->pass_log = log.str();
+  return result;
+}
+
+} // namespace xlite::compile

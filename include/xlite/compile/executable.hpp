@@ -1,0 +1,73 @@
+#pragma once
+
+// An executable: what compiling a graph produces and the runtime runs. It holds the
+// optimised graph, its kernels in running order, and the buffer plan. Element-wise kernels
+// are lowered to a register program: the runtime evaluates it chunk by chunk, each step one
+// SIMD loop over a chunk of the kernel's result held in a small register buffer, so a chain
+// of ops reads its inputs and writes its result once, as the static layer's fused loop does.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xlite/core/dtype.hpp"
+#include "xlite/core/op.hpp"
+#include "xlite/core/shape.hpp"
+#include "xlite/ir/graph.hpp"
+#include "xlite/passes/buffer_plan.hpp"
+#include "xlite/passes/fusion.hpp"
+
+namespace xlite::compile {
+
+// The dtype a value is computed in: narrow storage types compute in a wider one and are
+// rounded back after each op, so results equal op-by-op evaluation in the storage type.
+constexpr dtype compute_dtype(dtype t) {
+  switch (t) {
+  case dtype::u8:
+  case dtype::i8:
+    return dtype::i32;
+  case dtype::f16:
+  case dtype::bf16:
+    return dtype::f32;
+  default:
+    return t;
+  }
+}
+
+using register_id = std::uint16_t;
+
+// One step of an element-wise kernel's program.
+struct register_step {
+  enum class kind : std::uint8_t {
+    load,    // register <- kernel input `input`, broadcast to the kernel's shape
+    compute, // register <- code(operands), in `type`'s compute dtype
+  };
+  kind what = kind::compute;
+  op code = op::add;
+  dtype type = dtype::f32;  // the value's dtype (its storage dtype)
+  dtype operand_type = dtype::f32; // the data operands' dtype (where's are operands 1 and 2)
+  std::uint16_t input = 0;  // load: index into the kernel's inputs
+  std::vector<register_id> operands;
+  register_id result = 0;
+  ir::attributes attrs;     // constant's value, iota's axis
+};
+
+struct kernel {
+  passes::kernel_group group;
+  std::vector<register_step> program; // element-wise kernels only
+  register_id result_register = 0;
+  std::uint16_t register_count = 0;
+};
+
+struct executable {
+  std::uint64_t hash = 0;   // of the graph as captured, before the passes: the cache key
+  ir::graph program;        // after the passes
+  std::vector<kernel> kernels;
+  passes::buffer_plan buffers;
+  std::string pass_log;     // what each pass did, for debugging
+};
+
+using executable_ptr = std::shared_ptr<const executable>;
+
+} // namespace xlite::compile

@@ -1,0 +1,295 @@
+#pragma once
+
+// Making IR nodes. Each function checks its operands, infers the result's shape and dtype
+// (PyTorch's promotion rules, NumPy's broadcasting), and throws an xlite::error naming the
+// op and the shapes when they do not fit, so a mistake is reported where it was traced.
+//
+// Element-wise nodes are made with operands of one compute dtype: where PyTorch promotes
+// (int32 + float32, exp of an integer, a comparison of mixed types), a cast node is
+// inserted. Every later stage relies on it: an element-wise node computes in one dtype.
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "xlite/core/dtype.hpp"
+#include "xlite/core/error.hpp"
+#include "xlite/core/op.hpp"
+#include "xlite/core/shape.hpp"
+#include "xlite/ir/node.hpp"
+
+namespace xlite::ir {
+
+inline node_ptr make_node(op code, dtype type, const shape& s, std::vector<node_ptr> operands, attributes attrs = {},
+                          std::shared_ptr<const parameter_source> source = nullptr) {
+  return std::make_shared<const node>(code, type, s, std::move(operands), std::move(attrs), std::move(source));
+}
+
+// ---- sources --------------------------------------------------------------------------------
+
+inline node_ptr parameter(std::shared_ptr<const parameter_source> source, dtype type, const shape& s) {
+  return make_node(op::parameter, type, s, {}, {}, std::move(source));
+}
+
+// A rank-0 constant; broadcast_to makes it any shape.
+inline node_ptr constant(literal value, dtype type) {
+  attributes attrs;
+  attrs.value = value;
+  return make_node(op::constant, type, shape{}, {}, std::move(attrs));
+}
+
+// Each element is its index along `axis`.
+inline node_ptr iota(dtype type, const shape& s, std::int64_t axis) {
+  attributes attrs;
+  attrs.ints = {static_cast<std::int64_t>(normalize_axis(axis, s.rank(), "iota"))};
+  return make_node(op::iota, type, s, {}, std::move(attrs));
+}
+
+// ---- element-wise -----------------------------------------------------------------------------
+
+// x as `type`: x itself when it already is.
+inline node_ptr cast(const node_ptr& x, dtype type) {
+  if (x->type() == type) return x;
+  return make_node(op::cast, type, x->shape(), {x});
+}
+
+namespace detail {
+
+inline const char* kind_word(dtype t) {
+  switch (category(t)) {
+  case dtype_category::boolean:
+    return "bool";
+  case dtype_category::integral:
+    return "integral";
+  case dtype_category::floating_point:
+    break;
+  }
+  return "floating-point";
+}
+
+// The dtype an element-wise op computes in, and its result dtype.
+struct elementwise_types {
+  dtype compute;
+  dtype result;
+};
+
+inline elementwise_types elementwise_dtypes(op o, std::span<const node_ptr> operands) {
+  std::array<dtype, 3> types{};
+  for (std::size_t k = 0; k < operands.size(); ++k) types[k] = operands[k]->type();
+  const std::span<const dtype> given(types.data(), operands.size());
+  switch (o) {
+  case op::logical_and:
+  case op::logical_or:
+  case op::logical_not:
+    return {dtype::boolean, dtype::boolean};
+  case op::equal:
+  case op::not_equal:
+  case op::less:
+  case op::less_equal:
+  case op::greater:
+  case op::greater_equal: {
+    dtype common = given[0];
+    for (const dtype t : given.subspan(1)) common = promote_types(common, t);
+    return {common, dtype::boolean};
+  }
+  default: {
+    const dtype result = result_dtype(o, given);
+    const bool arithmetic = o != op::where && o != op::cast;
+    if (arithmetic && result == dtype::boolean) {
+      throw dtype_error(xlite::detail::message(name(o), ": arithmetic on bool operands; write where(mask, a, b), ",
+                                               "or cast the mask to a number first"));
+    }
+    return {result, result};
+  }
+  }
+}
+
+} // namespace detail
+
+// An element-wise op (not cast: see cast()) over broadcast operands.
+inline node_ptr elementwise(op o, std::vector<node_ptr> operands) {
+  if (info(o).kind != op_kind::elementwise || o == op::cast) {
+    throw value_error(xlite::detail::message("elementwise: ", name(o), " is not an element-wise op"));
+  }
+  if (operands.size() != info(o).arity) {
+    throw value_error(
+        xlite::detail::message(name(o), ": takes ", info(o).arity, " operands, got ", operands.size()));
+  }
+  shape result_shape = operands[0]->shape();
+  for (std::size_t k = 1; k < operands.size(); ++k) {
+    result_shape = broadcast_shapes(result_shape, operands[k]->shape(), name(o));
+  }
+  const auto [compute, result] = detail::elementwise_dtypes(o, operands);
+  for (std::size_t k = 0; k < operands.size(); ++k) {
+    const bool condition = o == op::where && k == 0;
+    operands[k] = cast(operands[k], condition ? dtype::boolean : compute);
+  }
+  return make_node(o, result, result_shape, std::move(operands));
+}
+
+// ---- reductions -------------------------------------------------------------------------------
+
+// Reduces x over `axes` (every axis when empty), as torch.sum(x, dim, keepdim) does.
+inline node_ptr reduce(op o, const node_ptr& x, std::span<const std::int64_t> axes, bool keepdims) {
+  if (info(o).kind != op_kind::reduction) {
+    throw value_error(xlite::detail::message("reduce: ", name(o), " is not a reduction"));
+  }
+  const shape& in = x->shape();
+  std::array<bool, max_rank> reduced{};
+  if (axes.empty()) {
+    std::fill_n(reduced.begin(), in.rank(), true);
+  } else {
+    for (const std::int64_t axis : axes) {
+      const std::size_t a = normalize_axis(axis, in.rank(), name(o));
+      if (reduced[a]) {
+        throw index_error(xlite::detail::message(name(o), ": axis ", axis, " is given twice for shape ", in));
+      }
+      reduced[a] = true;
+    }
+  }
+  attributes attrs;
+  attrs.flag = keepdims;
+  std::vector<std::int64_t> out_dims;
+  for (std::size_t a = 0; a < in.rank(); ++a) {
+    if (reduced[a]) {
+      attrs.ints.push_back(static_cast<std::int64_t>(a));
+      if ((o == op::max || o == op::min || o == op::argmax) && in[a] == 0) {
+        throw shape_error(xlite::detail::message(name(o), ": axis ", a, " of shape ", in,
+                                                 " is empty, and an empty reduction has no identity"));
+      }
+    }
+    if (!reduced[a]) {
+      out_dims.push_back(in[a]);
+    } else if (keepdims) {
+      out_dims.push_back(1);
+    }
+  }
+  const dtype operand_type = x->type();
+  if (operand_type == dtype::boolean && (o == op::max || o == op::min || o == op::argmax)) {
+    throw dtype_error(xlite::detail::message(name(o), ": a bool operand; cast it to a number first"));
+  }
+  const dtype result = result_dtype(o, std::span(&operand_type, 1));
+  // Sums accumulate in their result dtype (int64 for integers, as torch.sum); argmax
+  // compares the operand's own values.
+  node_ptr operand = o == op::argmax ? x : cast(x, result);
+  return make_node(o, result, shape(out_dims), {std::move(operand)}, std::move(attrs));
+}
+
+// ---- layout -----------------------------------------------------------------------------------
+
+inline node_ptr reshape(const node_ptr& x, const shape& to) {
+  if (to.numel() != x->shape().numel()) {
+    throw shape_error(xlite::detail::message("reshape: cannot reshape ", x->shape(), " (", x->shape().numel(),
+                                             " elements) to ", to, " (", to.numel(), " elements)"));
+  }
+  if (to == x->shape()) return x;
+  return make_node(op::reshape, x->type(), to, {x});
+}
+
+// Axis `i` of the result is axis perm[i] of x (torch.permute).
+inline node_ptr permute(const node_ptr& x, std::span<const std::int64_t> perm) {
+  const shape& in = x->shape();
+  if (perm.size() != in.rank()) {
+    throw index_error(xlite::detail::message("permute: ", perm.size(), " axes given for shape ", in, " of rank ",
+                                             in.rank()));
+  }
+  std::array<bool, max_rank> seen{};
+  attributes attrs;
+  std::vector<std::int64_t> dims;
+  for (const std::int64_t axis : perm) {
+    const std::size_t a = normalize_axis(axis, in.rank(), "permute");
+    if (seen[a]) throw index_error(xlite::detail::message("permute: axis ", axis, " is given twice for shape ", in));
+    seen[a] = true;
+    attrs.ints.push_back(static_cast<std::int64_t>(a));
+    dims.push_back(in[a]);
+  }
+  std::vector<std::int64_t> identity(in.rank());
+  std::iota(identity.begin(), identity.end(), 0);
+  if (attrs.ints == identity) return x;
+  return make_node(op::permute, x->type(), shape(dims), {x}, std::move(attrs));
+}
+
+inline node_ptr broadcast_to(const node_ptr& x, const shape& to) {
+  if (broadcast_shapes(x->shape(), to, "broadcast_to") != to) {
+    throw shape_error(xlite::detail::message("broadcast_to: shape ", x->shape(), " cannot be broadcast to ", to));
+  }
+  if (to == x->shape()) return x;
+  return make_node(op::broadcast_to, x->type(), to, {x});
+}
+
+// One [start, stop) range with a positive step per axis, already within the dimension.
+struct slice_range {
+  std::int64_t start = 0;
+  std::int64_t stop = 0;
+  std::int64_t step = 1;
+};
+
+inline node_ptr slice(const node_ptr& x, std::span<const slice_range> ranges) {
+  const shape& in = x->shape();
+  if (ranges.size() != in.rank()) {
+    throw index_error(xlite::detail::message("slice: ", ranges.size(), " ranges given for shape ", in));
+  }
+  attributes attrs;
+  std::vector<std::int64_t> dims;
+  for (std::size_t a = 0; a < in.rank(); ++a) {
+    const auto [start, stop, step] = ranges[a];
+    if (step < 1 || start < 0 || stop < start || stop > in[a]) {
+      throw index_error(xlite::detail::message("slice: range [", start, ", ", stop, ") step ", step, " on axis ", a,
+                                               " of shape ", in, " is not within the axis with a positive step"));
+    }
+    attrs.ints.insert(attrs.ints.end(), {start, stop, step});
+    dims.push_back((stop - start + step - 1) / step);
+  }
+  if (shape(dims) == in) return x;
+  return make_node(op::slice, x->type(), shape(dims), {x}, std::move(attrs));
+}
+
+inline node_ptr concat(std::vector<node_ptr> parts, std::int64_t axis) {
+  if (parts.empty()) throw value_error("concat: needs at least one tensor");
+  const shape& first = parts[0]->shape();
+  const std::size_t a = normalize_axis(axis, first.rank(), "concat");
+  std::vector<std::int64_t> dims(first.begin(), first.end());
+  dtype type = parts[0]->type();
+  for (std::size_t k = 1; k < parts.size(); ++k) {
+    const shape& s = parts[k]->shape();
+    bool fits = s.rank() == first.rank();
+    for (std::size_t d = 0; fits && d < s.rank(); ++d) fits = d == a || s[d] == first[d];
+    if (!fits) {
+      throw shape_error(xlite::detail::message("concat: shapes ", first, " and ", s, " (tensor ", k,
+                                               ") differ in an axis other than the concatenated axis ", a));
+    }
+    dims[a] += s[a];
+    type = promote_types(type, parts[k]->type());
+  }
+  if (parts.size() == 1) return parts[0];
+  for (auto& part : parts) part = cast(part, type);
+  attributes attrs;
+  attrs.ints = {static_cast<std::int64_t>(a)};
+  return make_node(op::concat, type, shape(dims), std::move(parts), std::move(attrs));
+}
+
+// ---- matmul -----------------------------------------------------------------------------------
+
+// a (..., m, k) times b (..., k, n), batch dimensions broadcast (torch.matmul for rank >= 2).
+inline node_ptr matmul(node_ptr a, node_ptr b) {
+  const shape &sa = a->shape(), &sb = b->shape();
+  if (sa.rank() < 2 || sb.rank() < 2 || sa[sa.rank() - 1] != sb[sb.rank() - 2]) {
+    throw shape_error(xlite::detail::message("matmul: shapes ", sa, " and ", sb,
+                                             " do not multiply: need (..., m, k) and (..., k, n)"));
+  }
+  const shape batch = broadcast_shapes(shape(sa.dims().first(sa.rank() - 2)), shape(sb.dims().first(sb.rank() - 2)),
+                                       "matmul");
+  std::vector<std::int64_t> dims(batch.begin(), batch.end());
+  dims.push_back(sa[sa.rank() - 2]);
+  dims.push_back(sb[sb.rank() - 1]);
+  const dtype type = promote_types(a->type(), b->type());
+  if (type == dtype::boolean) throw dtype_error("matmul: bool operands; cast them to a number first");
+  return make_node(op::matmul, type, shape(dims), {cast(a, type), cast(b, type)});
+}
+
+} // namespace xlite::ir

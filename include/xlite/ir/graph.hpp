@@ -1,0 +1,138 @@
+#pragma once
+
+// A graph: the part of a trace a barrier compiles, flattened into instructions in
+// topological order. Operands are indices, not pointers, so a graph is a value that the
+// passes rewrite and the compiler keeps, independent of the trace it came from.
+//
+// Parameters are numbered in the order a depth-first walk from the outputs meets them;
+// their values (device buffers) stay outside the graph, so two steps that run the same
+// program on different data capture equal graphs with equal hashes.
+
+#include <bit>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "xlite/core/dtype.hpp"
+#include "xlite/core/op.hpp"
+#include "xlite/core/shape.hpp"
+#include "xlite/ir/node.hpp"
+
+namespace xlite::ir {
+
+using value_id = std::uint32_t;
+
+struct instruction {
+  op code;
+  dtype type;
+  xlite::shape shape;
+  std::vector<value_id> operands;
+  attributes attrs; // for op::parameter, ints = {position}
+  friend bool operator==(const instruction&, const instruction&) = default;
+};
+
+struct graph {
+  std::vector<instruction> instructions; // each operand comes before its users
+  std::vector<value_id> outputs;         // what the barrier asked for, in its order
+  std::size_t parameter_count = 0;
+  friend bool operator==(const graph&, const graph&) = default;
+};
+
+// A graph and the buffers its parameters read, by position.
+struct captured_graph {
+  graph program;
+  std::vector<std::shared_ptr<const parameter_source>> parameters;
+};
+
+// The graph that computes `outputs` from a trace. Nodes reached along several paths appear
+// once; so does a parameter source held by several parameter nodes.
+inline captured_graph capture(std::span<const node_ptr> outputs) {
+  captured_graph result;
+  graph& g = result.program;
+  std::unordered_map<const node*, value_id> index;
+  std::unordered_map<const parameter_source*, value_id> parameter_index;
+  // Iterative post-order walk: deep traces (a loop of thousands of steps) must not
+  // overflow the stack.
+  std::vector<std::pair<const node*, std::size_t>> stack; // node, next operand to visit
+  for (const node_ptr& out : outputs) {
+    stack.emplace_back(out.get(), 0);
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (index.contains(n)) {
+        stack.pop_back();
+        continue;
+      }
+      if (next < n->operands().size()) {
+        const node* operand = n->operands()[next++].get();
+        if (!index.contains(operand)) stack.emplace_back(operand, 0);
+        continue;
+      }
+      instruction ins{n->code(), n->type(), n->shape(), {}, n->attrs()};
+      if (n->code() == op::parameter) {
+        const auto [it, added] =
+            parameter_index.try_emplace(n->source().get(), static_cast<value_id>(g.instructions.size()));
+        if (!added) {
+          index.emplace(n, it->second);
+          stack.pop_back();
+          continue;
+        }
+        ins.attrs.ints = {static_cast<std::int64_t>(g.parameter_count++)};
+        result.parameters.push_back(n->source());
+      }
+      ins.operands.reserve(n->operands().size());
+      for (const node_ptr& operand : n->operands()) ins.operands.push_back(index.at(operand.get()));
+      index.emplace(n, static_cast<value_id>(g.instructions.size()));
+      g.instructions.push_back(std::move(ins));
+      stack.pop_back();
+    }
+    g.outputs.push_back(index.at(out.get()));
+  }
+  return result;
+}
+
+// ---- structural hash --------------------------------------------------------------------------
+
+namespace detail {
+
+// splitmix64's finaliser: every input bit affects every output bit.
+constexpr std::uint64_t mix(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+struct hasher {
+  std::uint64_t state = 0x6a09e667f3bcc908ULL;
+  void add(std::uint64_t word) { state = mix(state ^ mix(word + 0x9e3779b97f4a7c15ULL)); }
+};
+
+} // namespace detail
+
+// Covers ops, dtypes, shapes, attributes (constants included), operand wiring, parameter
+// positions and outputs; not parameter values. Equal graphs hash equal.
+inline std::uint64_t structural_hash(const graph& g) {
+  detail::hasher h;
+  h.add(g.instructions.size());
+  for (const instruction& ins : g.instructions) {
+    h.add(static_cast<std::uint64_t>(ins.code) << 8 | static_cast<std::uint64_t>(ins.type));
+    h.add(ins.shape.rank());
+    for (const std::int64_t dim : ins.shape) h.add(static_cast<std::uint64_t>(dim));
+    h.add(ins.operands.size());
+    for (const value_id operand : ins.operands) h.add(operand);
+    h.add(ins.attrs.ints.size());
+    for (const std::int64_t v : ins.attrs.ints) h.add(static_cast<std::uint64_t>(v));
+    h.add(ins.attrs.flag);
+    h.add(std::bit_cast<std::uint64_t>(ins.attrs.value.real));
+    h.add(static_cast<std::uint64_t>(ins.attrs.value.integer));
+  }
+  h.add(g.outputs.size());
+  for (const value_id out : g.outputs) h.add(out);
+  return h.state;
+}
+
+} // namespace xlite::ir

@@ -1,0 +1,82 @@
+#pragma once
+
+// A node of a trace: what the lazy front end records for each op, before a barrier turns
+// the trace into a graph (ir/graph.hpp). Nodes are immutable and shared: a lazy tensor
+// holds the node that computes it, and each node holds its operands, so a trace is a DAG
+// kept alive by the tensors that can still reach it.
+//
+// A node knows its result's dtype and shape from the moment it is made (ir/infer.hpp), so
+// errors surface at the line that traced the op, not at the barrier.
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "xlite/core/dtype.hpp"
+#include "xlite/core/op.hpp"
+#include "xlite/core/shape.hpp"
+
+namespace xlite::ir {
+
+// Where a graph parameter's value comes from: a device buffer, which the IR does not know
+// about. The runtime derives its buffers from this so parameter nodes can hold them.
+class parameter_source {
+public:
+  virtual ~parameter_source() = default;
+};
+
+// A scalar held by a constant node. Integers and bool are kept exactly as int64, floating
+// values as double; `dtype` of the node says which is meant.
+struct literal {
+  double real = 0;
+  std::int64_t integer = 0;
+
+  static literal of(double value) { return {value, static_cast<std::int64_t>(value)}; }
+  static literal of(std::int64_t value) { return {static_cast<double>(value), value}; }
+  friend bool operator==(const literal&, const literal&) = default;
+};
+
+// What an op needs besides its operands, by op:
+//   reductions      ints = the reduced axes (sorted, non-negative), flag = keepdims
+//   permute         ints = the permutation
+//   slice           ints = start, stop, step for each axis in turn
+//   concat          ints = {axis}
+//   iota            ints = {axis}: the element's index along it
+//   constant        value
+// Shapes (reshape, broadcast_to) are the node's own shape.
+struct attributes {
+  std::vector<std::int64_t> ints;
+  bool flag = false;
+  literal value;
+  friend bool operator==(const attributes&, const attributes&) = default;
+};
+
+class node;
+using node_ptr = std::shared_ptr<const node>;
+
+class node {
+public:
+  node(op code, dtype type, xlite::shape result_shape, std::vector<node_ptr> operands, attributes attrs = {},
+       std::shared_ptr<const parameter_source> source = nullptr)
+      : code_(code), type_(type), shape_(result_shape), operands_(std::move(operands)), attrs_(std::move(attrs)),
+        source_(std::move(source)) {}
+
+  op code() const noexcept { return code_; }
+  dtype type() const noexcept { return type_; }
+  const xlite::shape& shape() const noexcept { return shape_; }
+  const std::vector<node_ptr>& operands() const noexcept { return operands_; }
+  const attributes& attrs() const noexcept { return attrs_; }
+  // For op::parameter: the buffer that supplies the value.
+  const std::shared_ptr<const parameter_source>& source() const noexcept { return source_; }
+
+private:
+  op code_;
+  dtype type_;
+  xlite::shape shape_;
+  std::vector<node_ptr> operands_;
+  attributes attrs_;
+  std::shared_ptr<const parameter_source> source_;
+};
+
+} // namespace xlite::ir

@@ -1,0 +1,68 @@
+#pragma once
+
+// A graph as text, one instruction per line, in the style of XLA's HLO text:
+//
+//   %0 = f32[2,3] parameter(0)
+//   %1 = f32[] constant(2.5)
+//   %2 = f32[2,3] mul(%0, %1)
+//   %3 = f32[2] sum(%2), axes={1}
+//   outputs: %3
+
+#include <ostream>
+#include <sstream>
+#include <string>
+
+#include "xlite/core/op.hpp"
+#include "xlite/ir/graph.hpp"
+
+namespace xlite::ir {
+
+inline void print(std::ostream& out, const instruction& ins, value_id id) {
+  out << '%' << id << " = " << name(ins.type) << '[';
+  for (std::size_t a = 0; a < ins.shape.rank(); ++a) out << (a ? "," : "") << ins.shape[a];
+  out << "] " << name(ins.code) << '(';
+  if (ins.code == op::parameter) out << ins.attrs.ints[0];
+  if (ins.code == op::constant) {
+    if (is_floating_point(ins.type)) {
+      out << ins.attrs.value.real;
+    } else {
+      out << ins.attrs.value.integer;
+    }
+  }
+  for (std::size_t k = 0; k < ins.operands.size(); ++k) out << (k ? ", %" : "%") << ins.operands[k];
+  out << ')';
+  const bool has_axes = info(ins.code).kind == op_kind::reduction || ins.code == op::permute ||
+                        ins.code == op::concat || ins.code == op::iota;
+  if (has_axes) {
+    out << (ins.code == op::permute ? ", perm={" : ", axes={");
+    for (std::size_t k = 0; k < ins.attrs.ints.size(); ++k) out << (k ? "," : "") << ins.attrs.ints[k];
+    out << '}';
+    if (info(ins.code).kind == op_kind::reduction && ins.attrs.flag) out << ", keepdims";
+  }
+  if (ins.code == op::slice) {
+    out << ", slice={";
+    for (std::size_t k = 0; k < ins.attrs.ints.size(); k += 3) {
+      out << (k ? "," : "") << '[' << ins.attrs.ints[k] << ':' << ins.attrs.ints[k + 1] << ':' << ins.attrs.ints[k + 2]
+          << ']';
+    }
+    out << '}';
+  }
+}
+
+inline std::ostream& operator<<(std::ostream& out, const graph& g) {
+  for (std::size_t id = 0; id < g.instructions.size(); ++id) {
+    print(out, g.instructions[id], static_cast<value_id>(id));
+    out << '\n';
+  }
+  out << "outputs:";
+  for (const value_id v : g.outputs) out << " %" << v;
+  return out << '\n';
+}
+
+inline std::string to_text(const graph& g) {
+  std::ostringstream out;
+  out << g;
+  return out.str();
+}
+
+} // namespace xlite::ir

@@ -1,0 +1,10 @@
+#pragma once
+
+// Lazy tensors: ops are recorded as a graph, compiled once per distinct graph at a barrier
+// (mark_step), and run as fused kernels on a device.
+
+#include "xlite/lazy/factories.hpp"
+#include "xlite/lazy/ops.hpp"
+#include "xlite/lazy/step.hpp"
+#include "xlite/lazy/tensor.hpp"
+#include "xlite/ir/print.hpp"

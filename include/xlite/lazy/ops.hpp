@@ -1,0 +1,265 @@
+#pragma once
+
+// The ops on lazy tensors: the static layer's op set (core/op.hpp) and the layout ops, each
+// recording one node. Scalars follow PyTorch/XLA: 0 and 1 become constants of the graph,
+// any other value a graph parameter, so a step whose learning rate changes every time is
+// still one graph; XLITE_NO_SPECIAL_SCALARS=1 makes 0 and 1 parameters too.
+//
+// Errors (shapes that do not broadcast, an axis out of range) are thrown here, when the
+// op is traced, and name the op and the shapes.
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "xlite/core/dtype.hpp"
+#include "xlite/core/env.hpp"
+#include "xlite/core/op.hpp"
+#include "xlite/ir/build.hpp"
+#include "xlite/lazy/tensor.hpp"
+#include "xlite/runtime/device_data.hpp"
+
+namespace xlite::lazy {
+
+template <class S>
+concept scalar = std::is_arithmetic_v<S>;
+
+namespace detail {
+
+inline bool special_scalars_enabled() {
+  static const bool enabled = env_integer("XLITE_NO_SPECIAL_SCALARS", 0, 1).value_or(0) == 0;
+  return enabled;
+}
+
+// A scalar as a node of dtype `type` on device d.
+template <scalar S>
+ir::node_ptr scalar_node(S value, dtype type, const xlite::device& d) {
+  const bool special = (value == S(0) && !std::signbit(static_cast<double>(value))) || value == S(1);
+  if (special && special_scalars_enabled()) {
+    const ir::literal literal = std::is_floating_point_v<S> ? ir::literal::of(static_cast<double>(value))
+                                                            : ir::literal::of(static_cast<std::int64_t>(value));
+    return ir::constant(literal, type);
+  }
+  auto data = runtime::make_buffer(type, shape{});
+  visit_dtype(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    data->as<T>()[0] = static_cast<T>(value);
+  });
+  return ir::parameter(std::make_shared<runtime::device_data>(d, std::move(data)), type, shape{});
+}
+
+template <scalar S>
+ir::node_ptr scalar_for(const tensor& t, S value) {
+  return scalar_node(value, promote_with_scalar(t.type(), scalar_category_v<S>), t.device());
+}
+
+inline const xlite::device& common_device(std::string_view op_name, std::initializer_list<const tensor*> operands) {
+  const xlite::device& d = (*operands.begin())->device();
+  for (const tensor* t : operands) {
+    if (t->device() != d) {
+      throw value_error(xlite::detail::message(op_name, ": operands on different devices, ", d, " and ", t->device(),
+                                               "; move one first"));
+    }
+  }
+  return d;
+}
+
+inline tensor make(const xlite::device& d, ir::node_ptr n) { return tensor(d, std::move(n)); }
+
+} // namespace detail
+
+// ---- element-wise -------------------------------------------------------------------------------
+
+inline tensor elementwise(op o, std::initializer_list<tensor> operands) {
+  std::vector<ir::node_ptr> nodes;
+  const xlite::device& d = operands.begin()->device();
+  for (const tensor& t : operands) {
+    if (t.device() != d) detail::common_device(name(o), {&*operands.begin(), &t});
+    nodes.push_back(t.node());
+  }
+  return detail::make(d, ir::elementwise(o, std::move(nodes)));
+}
+
+#define XLITE_LAZY_BINARY(function, code)                                                                              \
+  inline tensor function(const tensor& a, const tensor& b) { return elementwise(op::code, {a, b}); }                  \
+  template <scalar S>                                                                                                  \
+  tensor function(const tensor& a, S b) {                                                                              \
+    return detail::make(a.device(), ir::elementwise(op::code, {a.node(), detail::scalar_for(a, b)}));                 \
+  }                                                                                                                    \
+  template <scalar S>                                                                                                  \
+  tensor function(S a, const tensor& b) {                                                                              \
+    return detail::make(b.device(), ir::elementwise(op::code, {detail::scalar_for(b, a), b.node()}));                 \
+  }
+
+XLITE_LAZY_BINARY(operator+, add)
+XLITE_LAZY_BINARY(operator-, sub)
+XLITE_LAZY_BINARY(operator*, mul)
+XLITE_LAZY_BINARY(operator/, div)
+XLITE_LAZY_BINARY(operator==, equal)
+XLITE_LAZY_BINARY(operator!=, not_equal)
+XLITE_LAZY_BINARY(operator<, less)
+XLITE_LAZY_BINARY(operator<=, less_equal)
+XLITE_LAZY_BINARY(operator>, greater)
+XLITE_LAZY_BINARY(operator>=, greater_equal)
+XLITE_LAZY_BINARY(operator&&, logical_and)
+XLITE_LAZY_BINARY(operator||, logical_or)
+XLITE_LAZY_BINARY(minimum, minimum)
+XLITE_LAZY_BINARY(maximum, maximum)
+XLITE_LAZY_BINARY(min, minimum)
+XLITE_LAZY_BINARY(max, maximum)
+XLITE_LAZY_BINARY(pow, pow)
+#undef XLITE_LAZY_BINARY
+
+#define XLITE_LAZY_UNARY(function, code)                                                                               \
+  inline tensor function(const tensor& x) { return elementwise(op::code, {x}); }
+
+XLITE_LAZY_UNARY(operator-, neg)
+XLITE_LAZY_UNARY(operator!, logical_not)
+XLITE_LAZY_UNARY(abs, abs)
+XLITE_LAZY_UNARY(exp, exp)
+XLITE_LAZY_UNARY(log, log)
+XLITE_LAZY_UNARY(log1p, log1p)
+XLITE_LAZY_UNARY(sqrt, sqrt)
+XLITE_LAZY_UNARY(rsqrt, rsqrt)
+XLITE_LAZY_UNARY(tanh, tanh)
+XLITE_LAZY_UNARY(sigmoid, sigmoid)
+XLITE_LAZY_UNARY(relu, relu)
+XLITE_LAZY_UNARY(gelu, gelu)
+XLITE_LAZY_UNARY(sin, sin)
+XLITE_LAZY_UNARY(cos, cos)
+XLITE_LAZY_UNARY(floor, floor)
+XLITE_LAZY_UNARY(ceil, ceil)
+XLITE_LAZY_UNARY(round, round)
+#undef XLITE_LAZY_UNARY
+
+inline tensor where(const tensor& condition, const tensor& a, const tensor& b) {
+  return elementwise(op::where, {condition, a, b});
+}
+inline tensor fma(const tensor& a, const tensor& b, const tensor& c) { return elementwise(op::fma, {a, b, c}); }
+inline tensor clamp(const tensor& x, const tensor& lo, const tensor& hi) { return elementwise(op::clamp, {x, lo, hi}); }
+template <scalar S>
+tensor clamp(const tensor& x, S lo, S hi) {
+  return detail::make(x.device(),
+                      ir::elementwise(op::clamp, {x.node(), detail::scalar_for(x, lo), detail::scalar_for(x, hi)}));
+}
+
+inline tensor cast(const tensor& x, dtype to) { return detail::make(x.device(), ir::cast(x.node(), to)); }
+template <element_type T>
+tensor cast(const tensor& x) {
+  return cast(x, dtype_of_v<T>);
+}
+
+// ---- reductions ---------------------------------------------------------------------------------
+
+#define XLITE_LAZY_REDUCTION(function, code)                                                                           \
+  inline tensor function(const tensor& x, std::span<const std::int64_t> axes = {}, bool keepdims = false) {            \
+    return detail::make(x.device(), ir::reduce(op::code, x.node(), axes, keepdims));                                   \
+  }                                                                                                                    \
+  inline tensor function(const tensor& x, std::initializer_list<std::int64_t> axes, bool keepdims = false) {           \
+    return function(x, std::span(axes.begin(), axes.size()), keepdims);                                                \
+  }
+
+XLITE_LAZY_REDUCTION(sum, sum)
+XLITE_LAZY_REDUCTION(mean, mean)
+XLITE_LAZY_REDUCTION(amax, max)
+XLITE_LAZY_REDUCTION(amin, min)
+XLITE_LAZY_REDUCTION(prod, prod)
+#undef XLITE_LAZY_REDUCTION
+
+// The index of the first maximum along `axis`, or in the flattened tensor.
+inline tensor argmax(const tensor& x, std::int64_t axis, bool keepdims = false) {
+  const std::int64_t axes[] = {axis};
+  return detail::make(x.device(), ir::reduce(op::argmax, x.node(), axes, keepdims));
+}
+inline tensor argmax(const tensor& x) {
+  return detail::make(x.device(), ir::reduce(op::argmax, ir::reshape(x.node(), shape{x.size()}), {}, false));
+}
+
+// ---- layout -------------------------------------------------------------------------------------
+
+// One dimension may be -1: it takes what the others leave (torch.reshape).
+inline tensor reshape(const tensor& x, std::initializer_list<std::int64_t> dims) {
+  std::vector<std::int64_t> to(dims);
+  std::int64_t known = 1;
+  std::size_t inferred = to.size();
+  for (std::size_t a = 0; a < to.size(); ++a) {
+    if (to[a] == -1 && inferred == to.size()) {
+      inferred = a;
+    } else {
+      known *= to[a];
+    }
+  }
+  if (inferred < to.size()) {
+    if (known == 0 || x.size() % known != 0) {
+      throw shape_error(xlite::detail::message("reshape: cannot reshape ", x.shape(), " (", x.size(),
+                                               " elements) to a shape with ", known, " elements per -1"));
+    }
+    to[inferred] = x.size() / known;
+  }
+  return detail::make(x.device(), ir::reshape(x.node(), shape(to)));
+}
+inline tensor reshape(const tensor& x, const shape& to) { return detail::make(x.device(), ir::reshape(x.node(), to)); }
+
+inline tensor permute(const tensor& x, std::initializer_list<std::int64_t> perm) {
+  return detail::make(x.device(), ir::permute(x.node(), std::span(perm.begin(), perm.size())));
+}
+
+// Swaps two axes (torch.transpose); transpose(x) swaps the last two.
+inline tensor transpose(const tensor& x, std::int64_t axis0 = -2, std::int64_t axis1 = -1) {
+  const std::size_t rank = x.shape().rank();
+  std::vector<std::int64_t> perm(rank);
+  for (std::size_t a = 0; a < rank; ++a) perm[a] = static_cast<std::int64_t>(a);
+  std::swap(perm[normalize_axis(axis0, rank, "transpose")], perm[normalize_axis(axis1, rank, "transpose")]);
+  return detail::make(x.device(), ir::permute(x.node(), perm));
+}
+
+inline tensor broadcast_to(const tensor& x, const shape& to) {
+  return detail::make(x.device(), ir::broadcast_to(x.node(), to));
+}
+
+// x[start:stop:step] along `axis`, with Python's rules for negative and out-of-range
+// bounds (step must be positive).
+inline tensor slice(const tensor& x, std::int64_t axis, std::int64_t start, std::int64_t stop, std::int64_t step = 1) {
+  const shape& s = x.shape();
+  const std::size_t a = normalize_axis(axis, s.rank(), "slice");
+  if (step < 1) throw value_error(xlite::detail::message("slice: step must be positive, got ", step));
+  const auto clip = [&](std::int64_t i) { return std::clamp(i < 0 ? i + s[a] : i, std::int64_t{0}, s[a]); };
+  std::vector<ir::slice_range> ranges;
+  for (std::size_t d = 0; d < s.rank(); ++d) ranges.push_back({0, s[d], 1});
+  ranges[a] = {clip(start), std::max(clip(start), clip(stop)), step};
+  return detail::make(x.device(), ir::slice(x.node(), ranges));
+}
+
+inline tensor concat(std::initializer_list<tensor> parts, std::int64_t axis = 0) {
+  if (parts.size() == 0) throw value_error("concat: needs at least one tensor");
+  std::vector<ir::node_ptr> nodes;
+  for (const tensor& t : parts) {
+    detail::common_device("concat", {&*parts.begin(), &t});
+    nodes.push_back(t.node());
+  }
+  return detail::make(parts.begin()->device(), ir::concat(std::move(nodes), axis));
+}
+
+inline tensor matmul(const tensor& a, const tensor& b) {
+  return detail::make(detail::common_device("matmul", {&a, &b}), ir::matmul(a.node(), b.node()));
+}
+
+// ---- composites: written with the ops above, so later passes (autodiff, AMP) see them --------
+
+// softmax along `axis`, computed as exp(x - max) / sum(exp(x - max)) for range safety.
+inline tensor softmax(const tensor& x, std::int64_t axis = -1) {
+  const tensor shifted = x - amax(x, {axis}, true);
+  const tensor e = exp(shifted);
+  return e / sum(e, {axis}, true);
+}
+
+inline tensor log_softmax(const tensor& x, std::int64_t axis = -1) {
+  const tensor shifted = x - amax(x, {axis}, true);
+  return shifted - log(sum(exp(shifted), {axis}, true));
+}
+
+} // namespace xlite::lazy

@@ -1,0 +1,139 @@
+#pragma once
+
+// xlite::lazy::tensor: a handle to a value on a device that may not be computed yet. An op
+// on lazy tensors computes nothing: it records a node in the trace (ir/node.hpp) and
+// returns a tensor holding it. A barrier (mark_step(), lazy/step.hpp) compiles the trace
+// of all live tensors and runs it on the device; to_host() and item() run just what the
+// one tensor needs. Copies of a handle share the value, as PyTorch tensors do.
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <vector>
+
+#include "xlite/core/dtype.hpp"
+#include "xlite/core/error.hpp"
+#include "xlite/core/shape.hpp"
+#include "xlite/expr/tensor.hpp"
+#include "xlite/ir/build.hpp"
+#include "xlite/ir/node.hpp"
+#include "xlite/runtime/buffer.hpp"
+#include "xlite/runtime/device.hpp"
+#include "xlite/runtime/device_data.hpp"
+
+namespace xlite::lazy {
+
+namespace detail {
+
+// What a handle points to: `pending`, the node that will compute the value, until a
+// barrier hands the tensor its `data`, the value on the device (perhaps still being
+// computed). Both change only under the registry's lock.
+struct tensor_state {
+  xlite::device device;
+  dtype type;
+  xlite::shape shape;
+  ir::node_ptr pending;
+  runtime::device_data_ptr data;
+  ir::node_ptr data_node; // the parameter node that reads `data`, made once
+};
+
+// The live tensors with pending nodes: what mark_step() computes.
+struct trace_registry {
+  void add(const std::shared_ptr<tensor_state>& state) {
+    std::scoped_lock lock(mutex);
+    if (live.size() >= 2 * last_compacted + 64) {
+      std::erase_if(live, [](const std::weak_ptr<tensor_state>& w) { return w.expired(); });
+      last_compacted = live.size();
+    }
+    live.push_back(state);
+  }
+
+  std::mutex mutex;
+  std::vector<std::weak_ptr<tensor_state>> live;
+  std::size_t last_compacted = 0;
+};
+
+inline trace_registry& registry() {
+  static trace_registry r;
+  return r;
+}
+
+} // namespace detail
+
+class tensor {
+public:
+  // A tensor over a value on a device.
+  tensor(const xlite::device& d, runtime::device_data_ptr data)
+      : state_(std::make_shared<detail::tensor_state>(
+            detail::tensor_state{d, data->type(), data->shape(), nullptr, std::move(data), nullptr})) {}
+
+  // A tensor computed by `node` on device d, recorded for the next barrier.
+  tensor(const xlite::device& d, ir::node_ptr node)
+      : state_(std::make_shared<detail::tensor_state>(
+            detail::tensor_state{d, node->type(), node->shape(), std::move(node), nullptr, nullptr})) {
+    detail::registry().add(state_);
+  }
+
+  // Copies host data to device d (TransferToDevice).
+  template <class T>
+  static tensor from(const xlite::tensor<T>& host, const xlite::device& d = xlite::device()) {
+    return from_elements(host.data(), host.shape(), d);
+  }
+
+  // From any contiguous xtensor container (or anything with data(), size() and shape()).
+  template <class C>
+  requires requires(const C& c) {
+    c.data();
+    c.shape();
+    requires element_type<std::remove_cvref_t<decltype(*c.data())>>;
+  }
+  static tensor from(const C& container, const xlite::device& d = xlite::device()) {
+    return from_elements(container.data(), xlite::shape(container.shape()), d);
+  }
+
+  dtype type() const noexcept { return state_->type; }
+  const xlite::shape& shape() const noexcept { return state_->shape; }
+  std::int64_t size() const noexcept { return state_->shape.numel(); }
+  const xlite::device& device() const noexcept { return state_->device; }
+
+  // The node that computes this tensor in a trace: the pending node, or a parameter that
+  // reads the device value.
+  ir::node_ptr node() const {
+    std::scoped_lock lock(detail::registry().mutex);
+    if (state_->pending) return state_->pending;
+    if (!state_->data_node) state_->data_node = ir::parameter(state_->data, state_->type, state_->shape);
+    return state_->data_node;
+  }
+
+  // Whether a barrier is still needed to compute this tensor.
+  bool has_pending_trace() const {
+    std::scoped_lock lock(detail::registry().mutex);
+    return state_->pending != nullptr;
+  }
+
+  // Computes what this tensor needs (only that), waits, and copies the value to the host
+  // (TransferFromDevice). T must be the tensor's dtype.
+  template <class T>
+  xlite::tensor<T> to_host() const;
+
+  // The value of a one-element tensor, converted to T.
+  template <class T>
+  T item() const;
+
+  // For the barrier: the state behind the handle.
+  const std::shared_ptr<detail::tensor_state>& state() const noexcept { return state_; }
+
+private:
+  template <class T>
+  static tensor from_elements(const T* elements, const xlite::shape& s, const xlite::device& d) {
+    auto value = runtime::make_buffer(dtype_of_v<T>, s);
+    std::copy_n(elements, s.numel(), value->template as<T>());
+    return tensor(d, std::make_shared<runtime::device_data>(d, std::move(value)));
+  }
+
+  std::shared_ptr<detail::tensor_state> state_;
+};
+
+} // namespace xlite::lazy

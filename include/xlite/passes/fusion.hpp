@@ -1,0 +1,91 @@
+#pragma once
+
+// Element-wise fusion: partitions a graph into kernels. An element-wise kernel evaluates a
+// DAG of element-wise ops (with the constants, iotas, casts and broadcasts they read) in one
+// pass over its result, so only its root is written to memory; every other op (reduction,
+// layout, matmul) is a kernel of its own. Parameters are not kernels: their buffers exist.
+//
+// An instruction joins the kernel of its users when all of them are in that kernel, it is
+// not an output of the graph, and it does not repeat work: an op with fewer elements than
+// the kernel's result (a (n,) value under a (m, n) result) would be computed m times, so it
+// is a kernel of its own, unless it is a cheap source (constant, iota) or a broadcast.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "xlite/core/op.hpp"
+#include "xlite/ir/graph.hpp"
+
+namespace xlite::passes {
+
+struct kernel_group {
+  ir::value_id root;                 // the value the kernel writes
+  std::vector<ir::value_id> members; // in topological order, root last
+  std::vector<ir::value_id> inputs;  // values it reads from memory, each once, in first-use order
+  bool elementwise = false;          // an element-wise kernel (else a single other op)
+};
+
+struct fusion_plan {
+  std::vector<kernel_group> kernels; // in an order that runs each after its inputs' kernels
+};
+
+// Whether an instruction can be part of an element-wise kernel.
+inline bool fusible(const ir::instruction& ins) {
+  return info(ins.code).kind == op_kind::elementwise || ins.code == op::broadcast_to || ins.code == op::constant ||
+         ins.code == op::iota;
+}
+
+inline fusion_plan fuse_elementwise(const ir::graph& g) {
+  const std::size_t count = g.instructions.size();
+  constexpr std::size_t none = static_cast<std::size_t>(-1);
+  std::vector<std::vector<ir::value_id>> users(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    for (const ir::value_id operand : g.instructions[i].operands) users[operand].push_back(static_cast<ir::value_id>(i));
+  }
+  std::vector<bool> is_output(count, false);
+  for (const ir::value_id out : g.outputs) is_output[out] = true;
+
+  std::vector<std::size_t> group_of(count, none);
+  std::vector<ir::value_id> roots;
+  for (std::size_t i = count; i-- > 0;) {
+    const ir::instruction& ins = g.instructions[i];
+    if (ins.code == op::parameter) continue;
+    if (fusible(ins) && !is_output[i] && !users[i].empty()) {
+      const std::size_t target = group_of[users[i][0]];
+      const bool one_kernel = std::ranges::all_of(users[i], [&](ir::value_id u) { return group_of[u] == target; });
+      const ir::instruction& root = g.instructions[roots[target]];
+      const bool cheap = ins.code == op::constant || ins.code == op::iota || ins.code == op::broadcast_to;
+      if (one_kernel && fusible(root) && (cheap || ins.shape.numel() == root.shape.numel())) {
+        group_of[i] = target;
+        continue;
+      }
+    }
+    group_of[i] = roots.size();
+    roots.push_back(static_cast<ir::value_id>(i));
+  }
+
+  fusion_plan plan;
+  plan.kernels.resize(roots.size());
+  for (std::size_t k = 0; k < roots.size(); ++k) {
+    plan.kernels[k].root = roots[k];
+    plan.kernels[k].elementwise = fusible(g.instructions[roots[k]]);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (group_of[i] == none) continue;
+    kernel_group& kernel = plan.kernels[group_of[i]];
+    kernel.members.push_back(static_cast<ir::value_id>(i));
+    for (const ir::value_id operand : g.instructions[i].operands) {
+      if (group_of[operand] != group_of[i] && std::ranges::find(kernel.inputs, operand) == kernel.inputs.end()) {
+        kernel.inputs.push_back(operand);
+      }
+    }
+  }
+  // Roots were found from the last instruction back; a kernel's inputs are roots (or
+  // parameters) before its own root, so ascending roots is a valid order.
+  std::ranges::reverse(plan.kernels);
+  return plan;
+}
+
+} // namespace xlite::passes

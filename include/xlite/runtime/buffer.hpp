@@ -1,0 +1,62 @@
+#pragma once
+
+// A device buffer: the memory of one value on a (CPU) device, with its dtype and shape.
+// Cache-line aligned, so SIMD loops and streaming stores need no prologue.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "xlite/core/aligned_memory.hpp"
+#include "xlite/core/dtype.hpp"
+#include "xlite/core/error.hpp"
+#include "xlite/core/shape.hpp"
+
+namespace xlite::runtime {
+
+class buffer {
+public:
+  buffer(dtype type, const xlite::shape& s)
+      : type_(type), shape_(s), capacity_(byte_size()),
+        bytes_(allocate_aligned<std::byte>(std::max<std::int64_t>(capacity_, 1))) {}
+
+  dtype type() const noexcept { return type_; }
+  const xlite::shape& shape() const noexcept { return shape_; }
+  std::int64_t byte_size() const noexcept { return shape_.numel() * static_cast<std::int64_t>(size_of(type_)); }
+  std::byte* data() noexcept { return bytes_.get(); }
+  const std::byte* data() const noexcept { return bytes_.get(); }
+
+  template <class T>
+  T* as() noexcept {
+    return reinterpret_cast<T*>(bytes_.get());
+  }
+  template <class T>
+  const T* as() const noexcept {
+    return reinterpret_cast<const T*>(bytes_.get());
+  }
+
+  // The same memory as another dtype and shape of at most as many bytes: a buffer the
+  // plan hands from one value to the next.
+  void reinterpret(dtype type, const xlite::shape& s) {
+    if (s.numel() * static_cast<std::int64_t>(size_of(type)) > capacity_) {
+      throw value_error(xlite::detail::message("buffer: ", s, " of ", name(type), " does not fit in ", capacity_,
+                                               " bytes"));
+    }
+    type_ = type;
+    shape_ = s;
+  }
+
+private:
+  dtype type_;
+  xlite::shape shape_;
+  std::int64_t capacity_;
+  aligned_array<std::byte> bytes_;
+};
+
+using buffer_ptr = std::shared_ptr<buffer>;
+
+inline buffer_ptr make_buffer(dtype type, const xlite::shape& s) { return std::make_shared<buffer>(type, s); }
+
+} // namespace xlite::runtime

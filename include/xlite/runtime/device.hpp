@@ -1,0 +1,79 @@
+#pragma once
+
+// Devices. xlite runs on virtual CPU devices, "cpu:0" to "cpu:N-1", where N is
+// XLITE_NUM_DEVICES (default 1) or what set_num_devices() said before the first device
+// was used. Each device has its own buffers and its own worker thread (runtime/worker.hpp);
+// SPMD runs a partitioned program on all of them.
+
+#include <charconv>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xlite/core/env.hpp"
+#include "xlite/core/error.hpp"
+
+namespace xlite {
+
+class device {
+public:
+  // "cpu:0", or "cpu" for the first one.
+  explicit device(std::string_view name);
+  device() : ordinal_(0) {}
+
+  std::string_view type() const noexcept { return "cpu"; }
+  std::int64_t ordinal() const noexcept { return ordinal_; }
+  std::string to_string() const { return "cpu:" + std::to_string(ordinal_); }
+
+  friend bool operator==(const device&, const device&) = default;
+  friend std::ostream& operator<<(std::ostream& out, const device& d) { return out << d.to_string(); }
+
+private:
+  std::int64_t ordinal_;
+};
+
+namespace runtime {
+
+namespace detail {
+inline std::int64_t& configured_device_count() {
+  static std::int64_t count = env_integer("XLITE_NUM_DEVICES", 1, 4096).value_or(1);
+  return count;
+}
+} // namespace detail
+
+// The kind of device this process computes on, as torch_xla.runtime.device_type().
+inline std::string device_type() { return "CPU"; }
+
+} // namespace runtime
+
+inline std::int64_t device_count() { return runtime::detail::configured_device_count(); }
+
+inline std::vector<device> devices() {
+  std::vector<device> all;
+  for (std::int64_t i = 0; i < device_count(); ++i) all.emplace_back("cpu:" + std::to_string(i));
+  return all;
+}
+
+inline device::device(std::string_view name) : ordinal_(0) {
+  std::string_view rest = name;
+  if (!rest.starts_with("cpu")) {
+    throw value_error(xlite::detail::message("device: unknown device \"", name, "\"; this build has cpu devices, ",
+                                             "\"cpu:0\" to \"cpu:", device_count() - 1, "\""));
+  }
+  rest.remove_prefix(3);
+  if (!rest.empty()) {
+    const char* end = rest.data() + rest.size();
+    const auto [ptr, ec] = std::from_chars(rest.data() + 1, end, ordinal_);
+    if (rest[0] != ':' || rest.size() == 1 || ec != std::errc() || ptr != end) {
+      throw value_error(xlite::detail::message("device: \"", name, "\" is not a device name like \"cpu:0\""));
+    }
+  }
+  if (ordinal_ < 0 || ordinal_ >= device_count()) {
+    throw value_error(xlite::detail::message("device: \"", name, "\" does not exist; there are ", device_count(),
+                                             " cpu devices (XLITE_NUM_DEVICES sets how many)"));
+  }
+}
+
+} // namespace xlite

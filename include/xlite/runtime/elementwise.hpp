@@ -1,0 +1,421 @@
+#pragma once
+
+// Runs an element-wise kernel's register program (compile/executable.hpp). The kernel's
+// result is cut into chunks of `chunk_elements`; for each chunk every step is one loop over
+// the chunk in a register (a small buffer that stays in L1), with the kernels' functors on
+// SIMD batches, so a chain of n ops costs one read of each input and one write of the
+// result, plus n loops over cached data. Chunks are split over the thread pool; a chunk's
+// result does not depend on which thread computes it.
+//
+// Registers hold values in their compute dtype (compile::compute_dtype): float for bf16 and
+// f16, int32 for the 8-bit integers, one byte per bool. A value of a narrow dtype is rounded
+// to it after each op, so the result is the one op-by-op evaluation gives.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "xlite/compile/executable.hpp"
+#include "xlite/core/aligned_memory.hpp"
+#include "xlite/core/dtype_dispatch.hpp"
+#include "xlite/core/thread_pool.hpp"
+#include "xlite/kernels/convert.hpp"
+#include "xlite/kernels/elementwise.hpp"
+#include "xlite/kernels/simd.hpp"
+#include "xlite/runtime/buffer.hpp"
+
+namespace xlite::runtime {
+
+namespace detail {
+
+inline constexpr std::int64_t chunk_elements = 1024;
+inline constexpr std::size_t register_bytes = chunk_elements * 8;
+
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, bool>, std::uint8_t,
+                                     std::conditional_t<sizeof(T) == 1, std::int32_t,
+                                                        std::conditional_t<std::is_same_v<T, bfloat16> ||
+                                                                               std::is_same_v<T, float16>,
+                                                                           float, T>>>;
+
+// Visits the compute type of a dtype: uint8_t (bool), int32_t, int64_t, float or double.
+template <class F>
+decltype(auto) visit_compute(dtype t, F&& f) {
+  return visit_dtype(t, [&](auto tag) -> decltype(auto) {
+    return f(std::type_identity<compute_t<typename decltype(tag)::type>>{});
+  });
+}
+
+// Whether op O computes T -> T on numbers of compute type T (the ops an element-wise node
+// of that dtype can be, given that ir::elementwise casts integers to float where PyTorch
+// computes in floating point).
+template <op O, class T>
+constexpr bool same_type_op() {
+  if (info(O).kind != op_kind::elementwise) return false;
+  switch (O) {
+  case op::add:
+  case op::sub:
+  case op::mul:
+  case op::neg:
+  case op::fma:
+  case op::minimum:
+  case op::maximum:
+  case op::clamp:
+  case op::abs:
+  case op::relu:
+  case op::floor:
+  case op::ceil:
+  case op::round:
+    return !std::is_same_v<T, std::uint8_t>;
+  case op::div:
+  case op::pow:
+  case op::exp:
+  case op::log:
+  case op::log1p:
+  case op::sqrt:
+  case op::rsqrt:
+  case op::tanh:
+  case op::sigmoid:
+  case op::gelu:
+  case op::sin:
+  case op::cos:
+    return std::is_floating_point_v<T>;
+  default:
+    return false;
+  }
+}
+
+// out[i] = f(in[0][i], ...) for i < n: SIMD batches, then a scalar tail.
+template <std::size_t Arity, class R, class T, class F>
+void map_lanes(F f, R* out, const std::array<const T*, 3>& in, std::int64_t n) {
+  constexpr bool simd = kernels::simd_element_v<T> && std::is_same_v<R, T>;
+  kernels::dispatch<simd>([&](auto arch) {
+    using Arch = decltype(arch);
+    using V = kernels::batch_t<T, Arch>;
+    constexpr auto width = static_cast<std::int64_t>(kernels::lanes<T, Arch>);
+    std::int64_t i = 0;
+    if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+      for (; i + width <= n; i += width) {
+        if constexpr (Arity == 1) {
+          f(V::load_unaligned(in[0] + i)).store_unaligned(out + i);
+        } else if constexpr (Arity == 2) {
+          f(V::load_unaligned(in[0] + i), V::load_unaligned(in[1] + i)).store_unaligned(out + i);
+        } else {
+          f(V::load_unaligned(in[0] + i), V::load_unaligned(in[1] + i), V::load_unaligned(in[2] + i))
+              .store_unaligned(out + i);
+        }
+      }
+    }
+    for (; i < n; ++i) {
+      if constexpr (Arity == 1) {
+        out[i] = static_cast<R>(f(in[0][i]));
+      } else if constexpr (Arity == 2) {
+        out[i] = static_cast<R>(f(in[0][i], in[1][i]));
+      } else {
+        out[i] = static_cast<R>(f(in[0][i], in[1][i], in[2][i]));
+      }
+    }
+  });
+}
+
+template <op O, class T>
+void map_op(T* out, const std::array<const T*, 3>& in, std::int64_t n) {
+  map_lanes<info(O).arity, T, T>(kernels::elementwise<O>{}, out, in, n);
+}
+
+template <class T>
+void compute_same_type(op code, T* out, const std::array<const T*, 3>& in, std::int64_t n) {
+  switch (code) {
+#define XLITE_SAME_TYPE_CASE(name, arity, kind, rule)                                                                  \
+  case op::name:                                                                                                       \
+    if constexpr (same_type_op<op::name, T>()) return map_op<op::name>(out, in, n);                                    \
+    break;
+    XLITE_OP_LIST(XLITE_SAME_TYPE_CASE)
+#undef XLITE_SAME_TYPE_CASE
+  default:
+    break;
+  }
+  throw value_error(xlite::detail::message("elementwise kernel: ", name(code), " on ", sizeof(T), "-byte values"));
+}
+
+template <class T>
+void compare(op code, std::uint8_t* out, const std::array<const T*, 3>& in, std::int64_t n) {
+  const auto run = [&](auto f) { map_lanes<2, std::uint8_t, T>(f, out, in, n); };
+  switch (code) {
+  case op::equal:
+    return run([](T a, T b) { return a == b; });
+  case op::not_equal:
+    return run([](T a, T b) { return a != b; });
+  case op::less:
+    return run([](T a, T b) { return a < b; });
+  case op::less_equal:
+    return run([](T a, T b) { return a <= b; });
+  case op::greater:
+    return run([](T a, T b) { return a > b; });
+  default:
+    return run([](T a, T b) { return a >= b; });
+  }
+}
+
+// Converts n values of compute type From to compute type To, as a C++ cast does, except
+// that a number to bool is "not zero" (NaN is true).
+template <class To, class From>
+void convert_lanes(To* out, const From* in, std::int64_t n, bool to_bool) {
+  if (to_bool) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i] != From(0));
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i]);
+  }
+}
+
+// Rounds n compute values in place to storage type T (bf16, f16, int8, uint8).
+template <class T>
+void round_to_storage(compute_t<T>* values, std::int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    alignas(64) std::array<bfloat16, chunk_elements> narrow;
+    kernels::convert(values, narrow.data(), n);
+    kernels::convert(narrow.data(), values, n);
+  } else if constexpr (!std::is_same_v<compute_t<T>, T> && !std::is_same_v<T, bool>) {
+    for (std::int64_t i = 0; i < n; ++i) values[i] = static_cast<compute_t<T>>(static_cast<T>(values[i]));
+  }
+}
+
+// Converts n stored values to their compute type, or back.
+template <class T>
+void load_values(compute_t<T>* out, const T* in, std::int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    kernels::convert(in, out, n);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<compute_t<T>>(in[i]);
+  }
+}
+template <class T>
+void store_values(T* out, const compute_t<T>* in, std::int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    kernels::convert(in, out, n);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] != 0;
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
+  }
+}
+
+// The flat index into a (broadcast) operand of each element of [begin, begin + n) of a
+// result of shape `out`, walking the result's index like an odometer.
+inline void broadcast_indices(const shape& in, const shape& out, std::int64_t begin, std::int64_t n,
+                              std::int64_t* indices) {
+  const std::size_t rank = out.rank();
+  std::array<std::int64_t, max_rank> stride{}, position{};
+  std::int64_t s = 1;
+  for (std::size_t i = 0; i < in.rank(); ++i) { // aligned at the last axis
+    const std::size_t a = rank - 1 - i;
+    const std::int64_t dim = in[in.rank() - 1 - i];
+    stride[a] = dim == 1 ? 0 : s;
+    s *= dim;
+  }
+  std::int64_t rest = begin, index = 0;
+  for (std::size_t a = rank; a-- > 0;) {
+    position[a] = rest % out[a];
+    rest /= out[a];
+    index += position[a] * stride[a];
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    indices[i] = index;
+    for (std::size_t a = rank; a-- > 0;) {
+      index += stride[a];
+      if (++position[a] < out[a]) break;
+      index -= stride[a] * out[a];
+      position[a] = 0;
+    }
+  }
+}
+
+// The registers of one thread: each holds a chunk of values, or points at a chunk of an
+// input buffer that is already in its compute dtype (no copy).
+class register_file {
+public:
+  void reserve(std::size_t count) {
+    if (count > capacity_) {
+      memory_ = allocate_aligned<std::byte>(static_cast<std::int64_t>(count * register_bytes));
+      capacity_ = count;
+    }
+    views_.assign(count, nullptr);
+  }
+  std::byte* scratch(std::size_t r) { return memory_.get() + r * register_bytes; }
+  const std::byte*& view(std::size_t r) { return views_[r]; }
+
+private:
+  aligned_array<std::byte> memory_;
+  std::size_t capacity_ = 0;
+  std::vector<const std::byte*> views_;
+};
+
+inline register_file& thread_registers() {
+  thread_local register_file registers;
+  return registers;
+}
+
+struct kernel_context {
+  const compile::kernel& k;
+  std::span<const buffer* const> inputs;
+  buffer& out;
+};
+
+inline void load_input(const kernel_context& c, const compile::register_step& step, register_file& regs,
+                       std::int64_t begin, std::int64_t n) {
+  const buffer& in = *c.inputs[step.input];
+  const shape& out_shape = c.out.shape();
+  std::byte* scratch = regs.scratch(step.result);
+  visit_dtype(in.type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    const T* data = in.as<T>();
+    const std::int64_t numel = in.shape().numel();
+    if (numel == out_shape.numel()) {
+      if constexpr (std::is_same_v<C, T>) {
+        regs.view(step.result) = reinterpret_cast<const std::byte*>(data + begin);
+        return;
+      } else {
+        load_values<T>(reinterpret_cast<C*>(scratch), data + begin, n);
+      }
+    } else if (numel == 1) {
+      std::fill_n(reinterpret_cast<C*>(scratch), n, static_cast<C>(data[0]));
+    } else {
+      std::array<std::int64_t, chunk_elements> indices;
+      broadcast_indices(in.shape(), out_shape, begin, n, indices.data());
+      C* values = reinterpret_cast<C*>(scratch);
+      for (std::int64_t i = 0; i < n; ++i) values[i] = static_cast<C>(data[indices[i]]);
+    }
+    regs.view(step.result) = scratch;
+  });
+}
+
+inline void compute_step(const kernel_context& c, const compile::register_step& step, register_file& regs,
+                         std::int64_t begin, std::int64_t n) {
+  std::byte* result = regs.scratch(step.result);
+  std::array<const std::byte*, 3> in{};
+  for (std::size_t k = 0; k < step.operands.size(); ++k) in[k] = regs.view(step.operands[k]);
+  const auto typed = [&]<class T>(std::type_identity<T>) {
+    return std::array<const T*, 3>{reinterpret_cast<const T*>(in[0]), reinterpret_cast<const T*>(in[1]),
+                                   reinterpret_cast<const T*>(in[2])};
+  };
+  switch (step.code) {
+  case op::constant:
+    visit_compute(step.type, [&](auto tag) {
+      using C = typename decltype(tag)::type;
+      const C value = std::is_floating_point_v<C> ? static_cast<C>(step.attrs.value.real)
+                                                  : static_cast<C>(step.attrs.value.integer);
+      std::fill_n(reinterpret_cast<C*>(result), n, value);
+    });
+    break;
+  case op::iota:
+    visit_compute(step.type, [&](auto tag) {
+      using C = typename decltype(tag)::type;
+      const shape& s = c.out.shape();
+      const auto axis = static_cast<std::size_t>(step.attrs.ints[0]);
+      std::int64_t inner = 1;
+      for (std::size_t a = axis + 1; a < s.rank(); ++a) inner *= s[a];
+      C* values = reinterpret_cast<C*>(result);
+      for (std::int64_t i = 0; i < n; ++i) values[i] = static_cast<C>((begin + i) / inner % s[axis]);
+    });
+    break;
+  case op::broadcast_to:
+    std::memcpy(result, in[0], static_cast<std::size_t>(n) * size_of(compile::compute_dtype(step.type)));
+    break;
+  case op::cast:
+    visit_compute(step.operand_type, [&](auto from) {
+      using From = typename decltype(from)::type;
+      visit_compute(step.type, [&](auto to) {
+        using To = typename decltype(to)::type;
+        convert_lanes(reinterpret_cast<To*>(result), reinterpret_cast<const From*>(in[0]), n,
+                      step.type == dtype::boolean);
+      });
+    });
+    break;
+  case op::equal:
+  case op::not_equal:
+  case op::less:
+  case op::less_equal:
+  case op::greater:
+  case op::greater_equal:
+    visit_compute(step.operand_type, [&](auto tag) {
+      compare(step.code, reinterpret_cast<std::uint8_t*>(result), typed(tag), n);
+    });
+    break;
+  case op::logical_and:
+  case op::logical_or:
+  case op::logical_not: {
+    const auto* a = reinterpret_cast<const std::uint8_t*>(in[0]);
+    const auto* b = reinterpret_cast<const std::uint8_t*>(in[1]);
+    auto* out = reinterpret_cast<std::uint8_t*>(result);
+    if (step.code == op::logical_and) {
+      for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] & b[i];
+    } else if (step.code == op::logical_or) {
+      for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] | b[i];
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] ^ 1;
+    }
+    break;
+  }
+  case op::where:
+    visit_compute(step.type, [&](auto tag) {
+      using C = typename decltype(tag)::type;
+      const auto* condition = reinterpret_cast<const std::uint8_t*>(in[0]);
+      const auto* a = reinterpret_cast<const C*>(in[1]);
+      const auto* b = reinterpret_cast<const C*>(in[2]);
+      auto* out = reinterpret_cast<C*>(result);
+      for (std::int64_t i = 0; i < n; ++i) out[i] = condition[i] ? a[i] : b[i];
+    });
+    break;
+  default:
+    visit_compute(step.type, [&](auto tag) {
+      using C = typename decltype(tag)::type;
+      compute_same_type(step.code, reinterpret_cast<C*>(result), typed(tag), n);
+    });
+    break;
+  }
+  visit_dtype(step.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    round_to_storage<T>(reinterpret_cast<compute_t<T>*>(result), n);
+  });
+  regs.view(step.result) = result;
+}
+
+} // namespace detail
+
+// Runs element-wise kernel k: inputs in the order of k.group.inputs, result into `out`
+// (which may be one of the inputs: see passes/buffer_plan.hpp).
+inline void run_elementwise(const compile::kernel& k, std::span<const buffer* const> inputs, buffer& out,
+                            thread_pool& pool) {
+  const detail::kernel_context c{k, inputs, out};
+  const std::int64_t total = out.shape().numel();
+  // Enough chunks per task that the split costs little; task boundaries are chunk
+  // boundaries, so the threads never share a cache line of the result.
+  const std::int64_t grain = detail::chunk_elements * 16;
+  pool.parallel_for(total, grain, [&](std::int64_t task_begin, std::int64_t task_end) {
+    detail::register_file& regs = detail::thread_registers();
+    regs.reserve(k.register_count);
+    for (std::int64_t begin = task_begin; begin < task_end; begin += detail::chunk_elements) {
+      const std::int64_t n = std::min(detail::chunk_elements, task_end - begin);
+      for (const compile::register_step& step : k.program) {
+        if (step.what == compile::register_step::kind::load) {
+          detail::load_input(c, step, regs, begin, n);
+        } else {
+          detail::compute_step(c, step, regs, begin, n);
+        }
+      }
+      visit_dtype(out.type(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        detail::store_values(out.as<T>() + begin,
+                             reinterpret_cast<const detail::compute_t<T>*>(regs.view(k.result_register)), n);
+      });
+    }
+  });
+}
+
+} // namespace xlite::runtime

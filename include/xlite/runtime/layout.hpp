@@ -1,0 +1,127 @@
+#pragma once
+
+// Runs the ops that move elements without computing: reshape, permute, slice, concat. Each
+// is a strided copy: the result's index walked in row-major order, the operand read at
+// offset + sum(position * stride). Elements are copied as raw bytes of their size.
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "xlite/core/op.hpp"
+#include "xlite/core/thread_pool.hpp"
+#include "xlite/ir/graph.hpp"
+#include "xlite/runtime/buffer.hpp"
+
+namespace xlite::runtime {
+
+namespace detail {
+
+using strides_t = std::array<std::int64_t, max_rank>;
+
+inline strides_t row_major_strides(const shape& s) {
+  strides_t strides{};
+  std::int64_t stride = 1;
+  for (std::size_t a = s.rank(); a-- > 0;) {
+    strides[a] = stride;
+    stride *= s[a];
+  }
+  return strides;
+}
+
+// dst[dst_offset + sum(p * dst_strides)] = src[src_offset + sum(p * src_strides)] for every
+// index p of `extent`.
+template <class E>
+void copy_strided(const E* src, const strides_t& src_strides, std::int64_t src_offset, E* dst,
+                  const strides_t& dst_strides, std::int64_t dst_offset, const shape& extent, thread_pool& pool) {
+  const std::size_t rank = extent.rank();
+  const std::int64_t total = extent.numel();
+  pool.parallel_for(total, 1 << 15, [&](std::int64_t begin, std::int64_t end) {
+    std::array<std::int64_t, max_rank> position{};
+    std::int64_t rest = begin, s = src_offset, d = dst_offset;
+    for (std::size_t a = rank; a-- > 0;) {
+      position[a] = rest % extent[a];
+      rest /= extent[a];
+      s += position[a] * src_strides[a];
+      d += position[a] * dst_strides[a];
+    }
+    for (std::int64_t i = begin; i < end; ++i) {
+      dst[d] = src[s];
+      for (std::size_t a = rank; a-- > 0;) {
+        s += src_strides[a];
+        d += dst_strides[a];
+        if (++position[a] < extent[a]) break;
+        s -= src_strides[a] * extent[a];
+        d -= dst_strides[a] * extent[a];
+        position[a] = 0;
+      }
+    }
+  });
+}
+
+template <class F>
+void visit_element_size(std::size_t size, F&& f) {
+  switch (size) {
+  case 1:
+    return f(std::type_identity<std::uint8_t>{});
+  case 2:
+    return f(std::type_identity<std::uint16_t>{});
+  case 4:
+    return f(std::type_identity<std::uint32_t>{});
+  default:
+    return f(std::type_identity<std::uint64_t>{});
+  }
+}
+
+} // namespace detail
+
+inline void run_layout(const ir::instruction& ins, std::span<const buffer* const> inputs, buffer& out,
+                       thread_pool& pool) {
+  detail::visit_element_size(size_of(ins.type), [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    const auto* src = reinterpret_cast<const E*>(inputs[0]->data());
+    auto* dst = reinterpret_cast<E*>(out.data());
+    const shape& in_shape = inputs[0]->shape();
+    const detail::strides_t in_strides = detail::row_major_strides(in_shape);
+    const detail::strides_t out_strides = detail::row_major_strides(out.shape());
+    switch (ins.code) {
+    case op::reshape:
+      std::memcpy(dst, src, static_cast<std::size_t>(out.byte_size()));
+      break;
+    case op::permute: {
+      detail::strides_t strides{};
+      for (std::size_t a = 0; a < ins.attrs.ints.size(); ++a) {
+        strides[a] = in_strides[static_cast<std::size_t>(ins.attrs.ints[a])];
+      }
+      detail::copy_strided(src, strides, 0, dst, out_strides, 0, out.shape(), pool);
+      break;
+    }
+    case op::slice: {
+      detail::strides_t strides{};
+      std::int64_t offset = 0;
+      for (std::size_t a = 0; a < in_shape.rank(); ++a) {
+        offset += ins.attrs.ints[3 * a] * in_strides[a];
+        strides[a] = ins.attrs.ints[3 * a + 2] * in_strides[a];
+      }
+      detail::copy_strided(src, strides, offset, dst, out_strides, 0, out.shape(), pool);
+      break;
+    }
+    case op::concat: {
+      const auto axis = static_cast<std::size_t>(ins.attrs.ints[0]);
+      std::int64_t start = 0;
+      for (const buffer* part : inputs) {
+        detail::copy_strided(reinterpret_cast<const E*>(part->data()), detail::row_major_strides(part->shape()), 0, dst,
+                             out_strides, start * out_strides[axis], part->shape(), pool);
+        start += part->shape()[axis];
+      }
+      break;
+    }
+    default:
+      throw value_error(xlite::detail::message("run_layout: ", name(ins.code), " is not a layout op"));
+    }
+  });
+}
+
+} // namespace xlite::runtime

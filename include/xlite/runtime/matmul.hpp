@@ -1,0 +1,91 @@
+#pragma once
+
+// Runs a matmul instruction: (..., m, k) x (..., k, n) with broadcast batch dimensions.
+// float and bfloat16 go to the GEMM kernels (kernels/gemm.hpp: AVX-512 / AMX / AVX512_BF16
+// / portable, fp32 accumulation; bf16 results rounded once); the other dtypes to a plain
+// loop that accumulates each product in k order in the compute dtype.
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "xlite/core/dtype_dispatch.hpp"
+#include "xlite/kernels/gemm.hpp"
+#include "xlite/runtime/buffer.hpp"
+#include "xlite/runtime/elementwise.hpp"
+
+namespace xlite::runtime {
+
+namespace detail {
+
+// The offsets, in matrices, of the a and b operands of each of out's batch of products.
+struct batch_offsets {
+  std::vector<std::int64_t> a, b;
+};
+
+inline batch_offsets matmul_batches(const shape& a, const shape& b, const shape& out) {
+  const std::size_t batch_rank = out.rank() - 2;
+  std::int64_t count = 1;
+  for (std::size_t i = 0; i < batch_rank; ++i) count *= out[i];
+  batch_offsets offsets;
+  for (std::int64_t flat = 0; flat < count; ++flat) {
+    std::int64_t rest = flat, oa = 0, ob = 0, sa = 1, sb = 1;
+    for (std::size_t i = 0; i < batch_rank; ++i) { // from the innermost batch axis out
+      const std::int64_t position = rest % out[batch_rank - 1 - i];
+      rest /= out[batch_rank - 1 - i];
+      if (i < a.rank() - 2) {
+        const std::int64_t dim = a[a.rank() - 3 - i];
+        oa += (dim == 1 ? 0 : position) * sa;
+        sa *= dim;
+      }
+      if (i < b.rank() - 2) {
+        const std::int64_t dim = b[b.rank() - 3 - i];
+        ob += (dim == 1 ? 0 : position) * sb;
+        sb *= dim;
+      }
+    }
+    offsets.a.push_back(oa);
+    offsets.b.push_back(ob);
+  }
+  return offsets;
+}
+
+} // namespace detail
+
+inline void run_matmul(const buffer& a, const buffer& b, buffer& out) {
+  const shape &sa = a.shape(), &so = out.shape();
+  const std::int64_t m = so[so.rank() - 2], n = so[so.rank() - 1], k = sa[sa.rank() - 1];
+  const detail::batch_offsets batches = detail::matmul_batches(sa, b.shape(), so);
+  visit_dtype(out.type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (std::size_t p = 0; p < batches.a.size(); ++p) {
+      const T* pa = a.as<T>() + batches.a[p] * m * k;
+      const T* pb = b.as<T>() + batches.b[p] * k * n;
+      T* pc = out.as<T>() + static_cast<std::int64_t>(p) * m * n;
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
+        kernels::gemm_args<T, T> args;
+        args.m = m;
+        args.n = n;
+        args.k = k;
+        args.a = pa;
+        args.lda = k;
+        args.b = pb;
+        args.ldb = n;
+        args.c = pc;
+        args.ldc = n;
+        kernels::gemm(args);
+      } else if constexpr (!std::is_same_v<T, bool>) {
+        using C = detail::compute_t<T>;
+        for (std::int64_t i = 0; i < m; ++i) {
+          for (std::int64_t j = 0; j < n; ++j) {
+            C acc = 0;
+            for (std::int64_t q = 0; q < k; ++q) acc += static_cast<C>(pa[i * k + q]) * static_cast<C>(pb[q * n + j]);
+            pc[i * n + j] = static_cast<T>(acc);
+          }
+        }
+      }
+    }
+  });
+}
+
+} // namespace xlite::runtime

@@ -1,0 +1,206 @@
+#pragma once
+
+// Runs a reduction instruction. The input is read in its compute dtype (bf16 sums in float,
+// as torch.sum does on CPU); the result is rounded to the instruction's dtype once, at the
+// end.
+//
+// Order of accumulation, fixed for any thread count: the reduced elements of one output are
+// walked in row-major order as contiguous runs (along the innermost axis when it is
+// reduced, else runs of one element); each run is reduced in SIMD lanes (four batch
+// accumulators, lanes combined in order); runs are grouped into blocks of about
+// `block_elements`, each block reduced on its own and the blocks combined in order.
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "xlite/core/dtype_dispatch.hpp"
+#include "xlite/core/op.hpp"
+#include "xlite/core/thread_pool.hpp"
+#include "xlite/ir/graph.hpp"
+#include "xlite/kernels/reduce.hpp"
+#include "xlite/runtime/buffer.hpp"
+#include "xlite/runtime/elementwise.hpp"
+
+namespace xlite::runtime {
+
+namespace detail {
+
+inline constexpr std::int64_t block_elements = 1 << 14;
+
+// Where the reduced elements of each output are: the kept and reduced axes with their
+// strides in the input, and the innermost run.
+struct reduction_layout {
+  std::array<std::int64_t, max_rank> kept_dims{}, kept_strides{}, reduced_dims{}, reduced_strides{};
+  std::size_t kept_rank = 0, reduced_rank = 0;
+  std::int64_t outputs = 1, reduced = 1, run = 1; // run: contiguous elements per run
+
+  reduction_layout(const shape& in, const std::vector<std::int64_t>& axes) {
+    std::array<bool, max_rank> is_reduced{};
+    for (const std::int64_t a : axes) is_reduced[static_cast<std::size_t>(a)] = true;
+    std::int64_t stride = 1;
+    std::array<std::int64_t, max_rank> strides{};
+    for (std::size_t a = in.rank(); a-- > 0;) {
+      strides[a] = stride;
+      stride *= in[a];
+    }
+    for (std::size_t a = 0; a < in.rank(); ++a) {
+      if (is_reduced[a]) {
+        reduced_dims[reduced_rank] = in[a];
+        reduced_strides[reduced_rank++] = strides[a];
+        reduced *= in[a];
+      } else {
+        kept_dims[kept_rank] = in[a];
+        kept_strides[kept_rank++] = strides[a];
+        outputs *= in[a];
+      }
+    }
+    if (reduced_rank > 0 && reduced_strides[reduced_rank - 1] == 1) run = reduced_dims[reduced_rank - 1];
+  }
+
+  // The input offset of the first element of output o.
+  std::int64_t output_offset(std::int64_t o) const {
+    std::int64_t offset = 0;
+    for (std::size_t a = kept_rank; a-- > 0;) {
+      offset += o % kept_dims[a] * kept_strides[a];
+      o /= kept_dims[a];
+    }
+    return offset;
+  }
+
+  // The input offset of reduced element r (relative to the output's first).
+  std::int64_t reduced_offset(std::int64_t r) const {
+    std::int64_t offset = 0;
+    for (std::size_t a = reduced_rank; a-- > 0;) {
+      offset += r % reduced_dims[a] * reduced_strides[a];
+      r /= reduced_dims[a];
+    }
+    return offset;
+  }
+};
+
+template <op O, class T>
+T reduce_run(const T* p, std::int64_t n) {
+  using red = kernels::reduction<O>;
+  return kernels::dispatch<kernels::simd_element_v<T>>([&](auto arch) {
+    using Arch = decltype(arch);
+    using V = kernels::batch_t<T, Arch>;
+    constexpr auto width = static_cast<std::int64_t>(kernels::lanes<T, Arch>);
+    T result = red::template identity<T>();
+    std::int64_t i = 0;
+    if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+      if (n >= 4 * width) {
+        std::array<V, 4> acc{V(red::template identity<T>()), V(red::template identity<T>()),
+                             V(red::template identity<T>()), V(red::template identity<T>())};
+        for (; i + 4 * width <= n; i += 4 * width) {
+          for (std::size_t k = 0; k < 4; ++k) {
+            acc[k] = red::combine(acc[k], V::load_unaligned(p + i + static_cast<std::int64_t>(k) * width));
+          }
+        }
+        result = kernels::combine_lanes<O, T, Arch>(
+            red::combine(red::combine(acc[0], acc[1]), red::combine(acc[2], acc[3])));
+      }
+    }
+    for (; i < n; ++i) result = red::combine(result, p[i]);
+    return result;
+  });
+}
+
+template <op O, class C>
+void reduce_values(const C* in, C* out, const reduction_layout& layout, thread_pool& pool) {
+  using red = kernels::reduction<O>;
+  const std::int64_t runs = layout.reduced / std::max<std::int64_t>(layout.run, 1);
+  const std::int64_t runs_per_block = std::max<std::int64_t>(1, block_elements / std::max<std::int64_t>(layout.run, 1));
+  const std::int64_t blocks = std::max<std::int64_t>(1, (runs + runs_per_block - 1) / runs_per_block);
+  std::vector<C> partial(static_cast<std::size_t>(layout.outputs * blocks), red::template identity<C>());
+  const std::int64_t elements_per_task = std::max<std::int64_t>(1, std::min(layout.reduced, block_elements));
+  const std::int64_t grain = std::max<std::int64_t>(1, block_elements / elements_per_task);
+  pool.parallel_for(layout.outputs * blocks, grain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t task = begin; task < end; ++task) {
+      const std::int64_t o = task / blocks, b = task % blocks;
+      const C* base = in + layout.output_offset(o);
+      C acc = red::template identity<C>();
+      const std::int64_t last = std::min(runs, (b + 1) * runs_per_block);
+      for (std::int64_t r = b * runs_per_block; r < last; ++r) {
+        acc = red::combine(acc, reduce_run<O>(base + layout.reduced_offset(r * layout.run), layout.run));
+      }
+      partial[static_cast<std::size_t>(task)] = acc;
+    }
+  });
+  for (std::int64_t o = 0; o < layout.outputs; ++o) {
+    C acc = red::template identity<C>();
+    for (std::int64_t b = 0; b < blocks; ++b) acc = red::combine(acc, partial[static_cast<std::size_t>(o * blocks + b)]);
+    out[o] = acc;
+  }
+}
+
+// The first maximum; a NaN counts as the maximum (the first NaN wins), as torch.argmax.
+template <class C>
+void argmax_values(const C* in, std::int64_t* out, const reduction_layout& layout, thread_pool& pool) {
+  pool.parallel_for(layout.outputs, std::max<std::int64_t>(1, block_elements / std::max<std::int64_t>(layout.reduced, 1)),
+                    [&](std::int64_t begin, std::int64_t end) {
+                      for (std::int64_t o = begin; o < end; ++o) {
+                        const C* base = in + layout.output_offset(o);
+                        std::int64_t best = 0;
+                        C best_value = base[0];
+                        for (std::int64_t r = 1; r < layout.reduced && !(best_value != best_value); ++r) {
+                          const C v = base[layout.reduced_offset(r)];
+                          if (v > best_value || v != v) {
+                            best = r;
+                            best_value = v;
+                          }
+                        }
+                        out[o] = best;
+                      }
+                    });
+}
+
+} // namespace detail
+
+inline void run_reduction(const ir::instruction& ins, const buffer& in, buffer& out, thread_pool& pool) {
+  const detail::reduction_layout layout(in.shape(), ins.attrs.ints);
+  visit_dtype(in.type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = detail::compute_t<T>;
+    const C* values = reinterpret_cast<const C*>(in.data());
+    aligned_array<C> converted;
+    if constexpr (!std::is_same_v<C, T>) {
+      converted = allocate_aligned<C>(in.shape().numel());
+      detail::load_values<T>(converted.get(), in.as<T>(), in.shape().numel());
+      values = converted.get();
+    }
+    if (ins.code == op::argmax) {
+      if constexpr (!std::is_same_v<T, bool>) detail::argmax_values(values, out.as<std::int64_t>(), layout, pool);
+      return;
+    }
+    if constexpr (!std::is_same_v<T, bool>) {
+      auto result = allocate_aligned<C>(layout.outputs);
+      switch (ins.code) {
+      case op::sum:
+      case op::mean:
+        detail::reduce_values<op::sum>(values, result.get(), layout, pool);
+        break;
+      case op::prod:
+        detail::reduce_values<op::prod>(values, result.get(), layout, pool);
+        break;
+      case op::max:
+        detail::reduce_values<op::max>(values, result.get(), layout, pool);
+        break;
+      default:
+        detail::reduce_values<op::min>(values, result.get(), layout, pool);
+        break;
+      }
+      if (ins.code == op::mean) {
+        for (std::int64_t o = 0; o < layout.outputs; ++o) result[o] /= static_cast<C>(layout.reduced);
+      }
+      detail::store_values(out.as<T>(), result.get(), layout.outputs);
+    } else {
+      throw dtype_error(xlite::detail::message(name(ins.code), ": no kernel for ", name(in.type()), " operands"));
+    }
+  });
+}
+
+} // namespace xlite::runtime
