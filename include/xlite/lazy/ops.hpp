@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "xlite/core/dtype.hpp"
+#include "xlite/core/dtype_dispatch.hpp"
 #include "xlite/core/env.hpp"
 #include "xlite/core/op.hpp"
 #include "xlite/ir/build.hpp"

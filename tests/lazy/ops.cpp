@@ -1,0 +1,267 @@
+// Every lazy op against the static layer (bitwise: both run the same kernels) or a naive
+// double-precision loop, on random shapes with broadcasting, sizes that are no multiple of
+// the SIMD width, and empty tensors; on the SIMD path and on the scalar one.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "xlite/expr.hpp"
+#include "xlite/lazy.hpp"
+
+using namespace xlite;
+
+namespace {
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 g(20261123);
+  return g;
+}
+
+shape random_shape(std::size_t rank, std::int64_t max_dim = 37) {
+  std::vector<std::int64_t> dims;
+  for (std::size_t a = 0; a < rank; ++a) dims.push_back(std::uniform_int_distribution<std::int64_t>(1, max_dim)(rng()));
+  return shape(dims);
+}
+
+template <class T>
+xlite::tensor<T> random_tensor(const shape& s, double lo = -4, double hi = 4) {
+  xlite::tensor<T> t(s);
+  std::uniform_real_distribution<double> d(lo, hi);
+  for (std::int64_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<T>(d(rng()));
+  return t;
+}
+
+// Shape b: a with some dimensions set to 1 and some leading ones dropped.
+shape broadcast_partner(const shape& a) {
+  std::vector<std::int64_t> dims(a.begin(), a.end());
+  for (auto& d : dims) {
+    if (rng()() % 3 == 0) d = 1;
+  }
+  const std::size_t drop = dims.empty() ? 0 : rng()() % (dims.size() + 1);
+  return shape(std::vector<std::int64_t>(dims.begin() + static_cast<std::ptrdiff_t>(drop), dims.end()));
+}
+
+template <class T>
+bool same_bits(const xlite::tensor<T>& a, const xlite::tensor<T>& b) {
+  if (a.shape() != b.shape()) return false;
+  for (std::int64_t i = 0; i < a.size(); ++i) {
+    const T x = a.data()[i], y = b.data()[i];
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(x) && std::isnan(y)) continue;
+    }
+    if (std::memcmp(&x, &y, sizeof(T)) != 0) return false;
+  }
+  return true;
+}
+
+// Runs `body` on the SIMD path and, with the ISA capped, on the scalar one.
+template <class F>
+void on_every_path(F body) {
+  SECTION("simd path") { body(); }
+  SECTION("scalar path") {
+    scoped_max_isa cap(isa::portable);
+    body();
+  }
+}
+
+using lazy_unary = std::function<lazy::tensor(const lazy::tensor&)>;
+using host_unary = std::function<xlite::tensor<float>(const xlite::tensor<float>&)>;
+
+} // namespace
+
+TEST_CASE("unary element-wise ops equal the static layer bitwise", "[lazy][ops]") {
+  on_every_path([] {
+    const std::vector<std::tuple<const char*, lazy_unary, host_unary>> ops = {
+#define XLITE_PAIR(f) {#f, [](const lazy::tensor& x) { return lazy::f(x); }, [](const xlite::tensor<float>& x) { return xlite::tensor<float>(xlite::f(x)); }}
+        XLITE_PAIR(abs),   XLITE_PAIR(exp),  XLITE_PAIR(log),     XLITE_PAIR(log1p), XLITE_PAIR(sqrt),
+        XLITE_PAIR(rsqrt), XLITE_PAIR(tanh), XLITE_PAIR(sigmoid), XLITE_PAIR(relu),  XLITE_PAIR(gelu),
+        XLITE_PAIR(sin),   XLITE_PAIR(cos),  XLITE_PAIR(floor),   XLITE_PAIR(ceil),  XLITE_PAIR(round),
+#undef XLITE_PAIR
+        {"neg", [](const lazy::tensor& x) { return -x; },
+         [](const xlite::tensor<float>& x) { return xlite::tensor<float>(-x); }},
+    };
+    for (const auto& [name, lazy_op, host_op] : ops) {
+      for (std::size_t rank = 0; rank <= 4; ++rank) {
+        const auto host = random_tensor<float>(random_shape(rank, rank == 1 ? 3000 : 23));
+        INFO(name << " on " << host.shape());
+        CHECK(same_bits(lazy_op(lazy::tensor::from(host)).to_host<float>(), host_op(host)));
+      }
+    }
+  });
+}
+
+TEST_CASE("binary and ternary ops broadcast as the static layer does", "[lazy][ops]") {
+  on_every_path([] {
+    for (int trial = 0; trial < 8; ++trial) {
+      const shape sa = random_shape(static_cast<std::size_t>(trial % 5));
+      const auto a = random_tensor<float>(sa), b = random_tensor<float>(broadcast_partner(sa));
+      const auto c = random_tensor<float>(broadcast_partner(sa), 0.5, 3);
+      const auto la = lazy::tensor::from(a), lb = lazy::tensor::from(b), lc = lazy::tensor::from(c);
+      INFO(sa << " with " << b.shape() << " and " << c.shape());
+      CHECK(same_bits((la + lb).to_host<float>(), xlite::tensor<float>(a + b)));
+      CHECK(same_bits((la - lb).to_host<float>(), xlite::tensor<float>(a - b)));
+      CHECK(same_bits((la * lb).to_host<float>(), xlite::tensor<float>(a * b)));
+      CHECK(same_bits((la / lc).to_host<float>(), xlite::tensor<float>(a / c)));
+      CHECK(same_bits(lazy::minimum(la, lb).to_host<float>(), xlite::tensor<float>(xlite::min(a, b))));
+      CHECK(same_bits(lazy::maximum(la, lb).to_host<float>(), xlite::tensor<float>(xlite::max(a, b))));
+      CHECK(same_bits(lazy::fma(la, lb, lc).to_host<float>(), xlite::tensor<float>(xlite::fma(a, b, c))));
+      CHECK(same_bits(lazy::clamp(la, -lc, lc).to_host<float>(), xlite::tensor<float>(xlite::clamp(a, -c, c))));
+      CHECK(same_bits(lazy::where(la < lb, la, lc).to_host<float>(), xlite::tensor<float>(xlite::where(a < b, a, c))));
+      CHECK(same_bits((la >= lb && !(la == lc)).to_host<bool>(),
+                      xlite::tensor<bool>(xlite::logical_and(a >= b, xlite::logical_not(xlite::equal(a, c))))));
+      CHECK(same_bits((la * 2.5f - 1.0f).to_host<float>(), xlite::tensor<float>(a * 2.5f - 1.0f)));
+      // pow's SIMD and scalar forms differ in the last bits, and the two layers take the
+      // scalar tail at different elements (the static one per row): compare in ULPs.
+      const auto powers = lazy::pow(lc, lb).to_host<float>();
+      const xlite::tensor<float> static_powers = xlite::pow(c, b);
+      for (std::int64_t k = 0; k < powers.size(); ++k) {
+        CHECK(powers.data()[k] == Approx(static_powers.data()[k]).epsilon(4e-7));
+      }
+    }
+  });
+}
+
+TEST_CASE("mixed dtypes promote as PyTorch does, and narrow dtypes round after each op", "[lazy][ops]") {
+  const xlite::tensor<std::int32_t> i({1, -2, 3, 7});
+  const xlite::tensor<float> f({0.5f, 0.25f, -1.0f, 2.0f});
+  const auto li = lazy::tensor::from(i), lf = lazy::tensor::from(f);
+  const auto sum = li + lf;
+  CHECK(sum.type() == dtype::f32);
+  CHECK(same_bits(sum.to_host<float>(), xlite::tensor<float>({1.5f, -1.75f, 2.0f, 9.0f})));
+  CHECK((li / 2).type() == dtype::f32); // true division
+  CHECK((li * 2.5).type() == dtype::f32);
+  CHECK((li * 3).type() == dtype::i32);
+  CHECK(same_bits((li * 3).to_host<std::int32_t>(), xlite::tensor<std::int32_t>({3, -6, 9, 21})));
+
+  // uint8 wraps as it does in PyTorch.
+  const auto bytes = lazy::tensor::from(xlite::tensor<std::uint8_t>({250, 3}));
+  CHECK(same_bits((bytes + 10).to_host<std::uint8_t>(), xlite::tensor<std::uint8_t>({4, 13})));
+
+  // bf16 * bf16 + bf16 rounds the product to bf16 before the add, as op-by-op evaluation
+  // does: 1.0234375^2 + 1.0234375 is 2.0625 so, and 2.078125 rounded once.
+  const auto x = lazy::cast<bfloat16>(lazy::tensor::from(xlite::tensor<float>({1.0234375f})));
+  const auto y = x * x + x;
+  CHECK(y.to_host<bfloat16>().data()[0] == bfloat16(2.0625f));
+  CHECK(lazy::cast<float>(y).item<float>() == 2.0625f);
+}
+
+TEST_CASE("reductions equal a double-precision loop", "[lazy][ops]") {
+  on_every_path([] {
+    for (int trial = 0; trial < 12; ++trial) {
+      const std::size_t rank = 1 + static_cast<std::size_t>(trial % 4);
+      const auto host = random_tensor<float>(random_shape(rank, trial == 0 ? 70000 : 19));
+      const auto axis = static_cast<std::int64_t>(rng()() % rank);
+      const auto x = lazy::tensor::from(host);
+      // The reference: for each output, the reduced elements in row-major order.
+      const shape& s = host.shape();
+      std::int64_t inner = 1;
+      for (std::size_t a = static_cast<std::size_t>(axis) + 1; a < rank; ++a) inner *= s[a];
+      const std::int64_t n = s[static_cast<std::size_t>(axis)], outer = host.size() / (n * inner);
+      const auto sums = lazy::sum(x, {axis}).to_host<float>();
+      const auto means = lazy::mean(x, {axis}, true).to_host<float>();
+      const auto maxima = lazy::amax(x, {axis}).to_host<float>();
+      const auto arg = lazy::argmax(x, axis).to_host<std::int64_t>();
+      INFO(s << " over axis " << axis);
+      for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t j = 0; j < inner; ++j) {
+          double total = 0, best = -INFINITY;
+          std::int64_t best_at = 0;
+          for (std::int64_t r = 0; r < n; ++r) {
+            const double v = host.data()[(o * n + r) * inner + j];
+            total += v;
+            if (v > best) {
+              best = v;
+              best_at = r;
+            }
+          }
+          const std::int64_t out = o * inner + j;
+          CHECK(sums.data()[out] == Approx(total).margin(1e-4 * std::sqrt(double(n))));
+          CHECK(means.data()[out] == Approx(total / double(n)).margin(1e-5));
+          CHECK(maxima.data()[out] == static_cast<float>(best));
+          CHECK(arg.data()[out] == best_at);
+        }
+      }
+    }
+    // Everything at once, integers widen, empty sums are 0.
+    const auto ints = lazy::tensor::from(xlite::tensor<std::int32_t>({{1, 2}, {3, 4}}));
+    CHECK(lazy::sum(ints).type() == dtype::i64);
+    CHECK(lazy::sum(ints).item<std::int64_t>() == 10);
+    CHECK(lazy::prod(ints).item<std::int64_t>() == 24);
+    CHECK(lazy::amin(ints).item<int>() == 1);
+    CHECK(lazy::sum(lazy::zeros(shape{0, 3}), {0}).to_host<float>().size() == 3);
+  });
+}
+
+TEST_CASE("layout ops move elements as their definitions say", "[lazy][ops]") {
+  const auto host = random_tensor<float>(shape{3, 4, 5});
+  const auto x = lazy::tensor::from(host);
+  const auto at = [&](std::int64_t i, std::int64_t j, std::int64_t k) { return host.data()[(i * 4 + j) * 5 + k]; };
+
+  const auto p = lazy::permute(x, {2, 0, 1}).to_host<float>();
+  REQUIRE(p.shape() == shape{5, 3, 4});
+  const auto s = lazy::slice(x, 2, 1, -1, 2).to_host<float>(); // [:, :, 1:4:2]
+  REQUIRE(s.shape() == shape{3, 4, 2});
+  const auto r = lazy::reshape(x, {-1, 10}).to_host<float>();
+  REQUIRE(r.shape() == shape{6, 10});
+  const auto c = lazy::concat({x, x * 2.0f}, 1).to_host<float>();
+  REQUIRE(c.shape() == shape{3, 8, 5});
+  const auto b = lazy::broadcast_to(lazy::slice(x, 0, 0, 1), shape{2, 3, 4, 5}).to_host<float>();
+  for (std::int64_t i = 0; i < 3; ++i) {
+    for (std::int64_t j = 0; j < 4; ++j) {
+      for (std::int64_t k = 0; k < 5; ++k) {
+        CHECK(p.data()[(k * 3 + i) * 4 + j] == at(i, j, k));
+        if (k < 2) CHECK(s.data()[(i * 4 + j) * 2 + k] == at(i, j, 1 + 2 * k));
+        CHECK(r.data()[(i * 4 + j) * 5 + k] == at(i, j, k));
+        CHECK(c.data()[(i * 8 + j) * 5 + k] == at(i, j, k));
+        CHECK(c.data()[(i * 8 + j + 4) * 5 + k] == 2 * at(i, j, k));
+        CHECK(b.data()[((1 * 3 + i) * 4 + j) * 5 + k] == at(0, j, k));
+      }
+    }
+  }
+  CHECK(lazy::transpose(x).shape() == shape{3, 5, 4});
+  CHECK_THROWS_AS(lazy::reshape(x, {7, -1}), shape_error);
+  CHECK_THROWS_AS(lazy::permute(x, {0, 0, 1}), index_error);
+}
+
+TEST_CASE("batched matmul with broadcast batches equals a double loop", "[lazy][ops]") {
+  for (const auto& [sa, sb] : std::vector<std::pair<shape, shape>>{
+           {{7, 5}, {5, 3}}, {{2, 1, 33, 17}, {3, 17, 9}}, {{4, 6, 8}, {8, 2}}, {{0, 4}, {4, 3}}}) {
+    const auto a = random_tensor<float>(sa), b = random_tensor<float>(sb);
+    const auto product = lazy::matmul(lazy::tensor::from(a), lazy::tensor::from(b)).to_host<float>();
+    const std::int64_t m = sa[sa.rank() - 2], k = sa[sa.rank() - 1], n = sb[sb.rank() - 1];
+    const std::int64_t batches = product.size() / std::max<std::int64_t>(m * n, 1);
+    const std::int64_t a_batches = a.size() / std::max<std::int64_t>(m * k, 1), b_batches = b.size() / (k * n);
+    INFO(sa << " x " << sb);
+    for (std::int64_t p = 0; p < batches; ++p) {
+      // Batch p of the result reads batch p of a (broadcast when a has fewer) and of b.
+      const std::int64_t pb = p % b_batches, pa = sa.rank() == 2 ? 0 : (p / (batches / a_batches)) % a_batches;
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          double ref = 0;
+          for (std::int64_t q = 0; q < k; ++q) ref += double(a.data()[(pa * m + i) * k + q]) * b.data()[(pb * k + q) * n + j];
+          CHECK(product.data()[(p * m + i) * n + j] == Approx(ref).margin(1e-4));
+        }
+      }
+    }
+  }
+  // softmax rows sum to one; log_softmax is its log.
+  const auto logits = lazy::tensor::from(random_tensor<float>(shape{4, 10}, -30, 30));
+  const auto rows = lazy::sum(lazy::softmax(logits), {1}).to_host<float>();
+  for (std::int64_t i = 0; i < 4; ++i) CHECK(rows.data()[i] == Approx(1.0f).epsilon(1e-6));
+  const auto diff = lazy::amax(lazy::abs(lazy::exp(lazy::log_softmax(logits)) - lazy::softmax(logits)));
+  CHECK(diff.item<float>() < 1e-6f);
+}
+
+TEST_CASE("factories make their values on the device", "[lazy][ops]") {
+  CHECK(same_bits(lazy::arange(0, 5).to_host<std::int64_t>(), xlite::tensor<std::int64_t>({0, 1, 2, 3, 4})));
+  CHECK(same_bits(lazy::arange(1.0f, 2.0f, 0.25f).to_host<float>(), xlite::tensor<float>({1, 1.25f, 1.5f, 1.75f})));
+  CHECK(lazy::sum(lazy::ones(shape{3, 4})).item<float>() == 12);
+  CHECK(lazy::sum(lazy::full(shape{2, 2}, 2.5f)).item<float>() == 10);
+  CHECK(lazy::zeros(shape{2}, dtype::i32).to_host<std::int32_t>().data()[1] == 0);
+  CHECK_THROWS_AS(lazy::arange(0, 5, 0), value_error);
+}

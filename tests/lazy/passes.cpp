@@ -1,0 +1,136 @@
+// The passes: each on small graphs whose right answer is known.
+
+#include <catch2/catch.hpp>
+
+#include <memory>
+
+#include "xlite/compile/compiler.hpp"
+#include "xlite/ir/build.hpp"
+#include "xlite/ir/graph.hpp"
+#include "xlite/passes/buffer_plan.hpp"
+#include "xlite/passes/cse.hpp"
+#include "xlite/passes/dce.hpp"
+#include "xlite/passes/fusion.hpp"
+#include "xlite/passes/simplify.hpp"
+
+using namespace xlite;
+
+namespace {
+
+struct fake_source : ir::parameter_source {};
+
+ir::node_ptr param(dtype t, const shape& s) { return ir::parameter(std::make_shared<fake_source>(), t, s); }
+ir::node_ptr constant(double v, dtype t = dtype::f32) { return ir::constant(ir::literal::of(v), t); }
+ir::node_ptr binary(op o, ir::node_ptr a, ir::node_ptr b) { return ir::elementwise(o, {std::move(a), std::move(b)}); }
+
+ir::graph graph_of(std::initializer_list<ir::node_ptr> outputs) {
+  return ir::capture(std::vector<ir::node_ptr>(outputs)).program;
+}
+
+} // namespace
+
+TEST_CASE("simplify drops the identities that keep IEEE semantics", "[passes]") {
+  const auto x = param(dtype::f32, shape{4});
+  auto g = graph_of({binary(op::div, binary(op::mul, x, constant(1)), constant(1))});
+  CHECK(passes::simplify(g) == 2);
+  passes::eliminate_dead_code(g);
+  CHECK(g.instructions.size() == 1); // the parameter alone
+  CHECK(g.outputs[0] == 0);
+
+  // x + 0 turns -0.0 into +0.0 and x * 0 turns NaN into NaN, not 0: both stay.
+  auto kept = graph_of({binary(op::add, x, constant(0)), binary(op::mul, x, constant(0))});
+  CHECK(passes::simplify(kept) == 0);
+  // For integers x + 0 is x.
+  const auto i = param(dtype::i64, shape{4});
+  auto integers = graph_of({binary(op::add, i, constant(0, dtype::i64))});
+  CHECK(passes::simplify(integers) == 1);
+  // x * 1 where 1 broadcasts x to a larger shape changes the shape: it stays.
+  auto widening = graph_of({binary(op::mul, x, ir::broadcast_to(constant(1), shape{3, 4}))});
+  passes::simplify(widening);
+  CHECK(widening.instructions[widening.outputs[0]].shape == shape{3, 4});
+  // -(-x) is x.
+  auto negation = graph_of({ir::elementwise(op::neg, {ir::elementwise(op::neg, {x})})});
+  CHECK(passes::simplify(negation) == 1);
+}
+
+TEST_CASE("CSE merges equal instructions and DCE removes what no output needs", "[passes]") {
+  const auto x = param(dtype::f32, shape{4});
+  const auto y = param(dtype::f32, shape{4});
+  // exp(x) * y computed twice from separately traced nodes.
+  auto g = graph_of({binary(op::add, binary(op::mul, ir::elementwise(op::exp, {x}), y),
+                            binary(op::mul, ir::elementwise(op::exp, {x}), y))});
+  CHECK(g.instructions.size() == 7);
+  CHECK(passes::eliminate_common_subexpressions(g) == 2);
+  CHECK(passes::eliminate_dead_code(g) == 2);
+  CHECK(g.instructions.size() == 5);
+  const auto& add = g.instructions[g.outputs[0]];
+  CHECK(add.operands[0] == add.operands[1]);
+  // Parameters are never merged, nor removed (positions must keep matching the buffers).
+  auto unused = graph_of({x, y});
+  unused.outputs = {0};
+  CHECK(passes::eliminate_dead_code(unused) == 0);
+  CHECK(unused.parameter_count == 2);
+}
+
+TEST_CASE("a chain of element-wise ops fuses into one kernel; reductions and matmul are kernels of their own",
+          "[passes]") {
+  const auto x = param(dtype::f32, shape{1 << 10});
+  auto chain = x;
+  for (int i = 0; i < 10; ++i) chain = ir::elementwise(i % 2 ? op::exp : op::neg, {binary(op::mul, chain, x)});
+  auto g = graph_of({chain});
+  const auto plan = passes::fuse_elementwise(g);
+  REQUIRE(plan.kernels.size() == 1);
+  CHECK(plan.kernels[0].members.size() == 20);
+  CHECK(plan.kernels[0].inputs == std::vector<ir::value_id>{0});
+
+  // relu(matmul(a, b) + bias) then a row sum: matmul | add+relu | sum.
+  const auto a = param(dtype::f32, shape{8, 16});
+  const auto b = param(dtype::f32, shape{16, 4});
+  const auto bias = param(dtype::f32, shape{4});
+  const std::vector<std::int64_t> axes{1};
+  auto h = ir::elementwise(op::relu, {binary(op::add, ir::matmul(a, b), bias)});
+  auto g2 = graph_of({ir::reduce(op::sum, h, axes, false)});
+  const auto plan2 = passes::fuse_elementwise(g2);
+  REQUIRE(plan2.kernels.size() == 3);
+  CHECK(g2.instructions[plan2.kernels[0].root].code == op::matmul);
+  CHECK(g2.instructions[plan2.kernels[1].root].code == op::relu);
+  CHECK(plan2.kernels[1].members.size() == 2);
+  CHECK(g2.instructions[plan2.kernels[2].root].code == op::sum);
+
+  // A value two kernels read is written once, not recomputed.
+  const auto e = ir::elementwise(op::exp, {x});
+  auto g3 = graph_of({ir::reduce(op::sum, e, {}, false), ir::reduce(op::max, e, {}, false)});
+  CHECK(passes::fuse_elementwise(g3).kernels.size() == 3);
+}
+
+TEST_CASE("buffer planning reuses dead buffers and writes in place", "[passes]") {
+  const auto x = param(dtype::f32, shape{64});
+  const std::vector<std::int64_t> all{};
+  // Four kernels in a row (each split by a reduction it feeds) over 64-float values.
+  auto v = ir::elementwise(op::exp, {x});
+  auto s1 = ir::reduce(op::sum, v, all, true);
+  auto w = ir::elementwise(op::div, {v, s1});
+  auto s2 = ir::reduce(op::sum, w, all, true);
+  auto z = ir::elementwise(op::mul, {w, s2});
+  auto g = graph_of({z});
+  const auto fusion = passes::fuse_elementwise(g);
+  REQUIRE(fusion.kernels.size() == 5);
+  const auto plan = passes::plan_buffers(g, fusion);
+  // exp -> slot A; sum -> B; div over exp's dying A in place; sum -> B again (sum 1 died); mul
+  // is the output: a slot of its own.
+  CHECK(plan.in_place_count == 1);
+  CHECK(plan.slot_bytes.size() == 3);
+  CHECK(plan.slot_is_output == std::vector<bool>{false, false, true});
+}
+
+TEST_CASE("the compiler runs the passes and lowers kernels to register programs", "[passes]") {
+  const auto x = param(dtype::f32, shape{32});
+  auto y = binary(op::add, binary(op::mul, x, constant(1)), binary(op::mul, x, x));
+  y = binary(op::sub, y, ir::elementwise(op::exp, {binary(op::mul, x, x)}));
+  const auto exe = compile::compile_graph(graph_of({y}));
+  CHECK(exe->kernels.size() == 1);
+  // x*1 -> x, x*x once (CSE): load x, mul, add, exp, sub.
+  CHECK(exe->kernels[0].program.size() == 5);
+  CHECK(exe->kernels[0].register_count <= 3);
+  CHECK(exe->pass_log.find("simplify: 1") != std::string::npos);
+}

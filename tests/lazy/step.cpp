@@ -1,0 +1,124 @@
+// The barrier: compiling once per distinct graph, asynchronous execution, partial
+// execution for to_host, devices, and errors that leave the context usable.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <new>
+#include <string>
+
+#include "xlite/lazy.hpp"
+
+using namespace xlite;
+
+namespace {
+
+std::int64_t compiles() { return metrics::counter_value("UncachedCompile"); }
+
+// One SGD-like step on a (n, 4) batch: the shape of a training loop's body.
+lazy::tensor train_step(const lazy::tensor& w, const lazy::tensor& x, float learning_rate) {
+  const lazy::tensor prediction = lazy::matmul(x, w);
+  const lazy::tensor error = prediction - 1.0f;
+  const lazy::tensor gradient = lazy::matmul(lazy::transpose(x), error) / static_cast<float>(x.shape()[0]);
+  return w - gradient * learning_rate;
+}
+
+} // namespace
+
+TEST_CASE("a step traced 100 times compiles once; a new shape once more; a new scalar never", "[lazy][step]") {
+  xlite::tensor<float> batch({8, 4}, 0.25f);
+  auto x = lazy::tensor::from(batch);
+  auto w = lazy::zeros(shape{4, 1});
+  mark_step();
+  const auto before = compiles();
+  for (int step = 0; step < 100; ++step) {
+    // The rate changes every step (and is never 0 or 1, which would be graph constants).
+    w = train_step(w, x, 1.5f + 0.01f * static_cast<float>(step));
+    mark_step();
+  }
+  CHECK(compiles() - before == 1);
+  CHECK(metrics::counter_value("CachedCompile") >= 99);
+  // w converges to the least-squares solution x w = 1, i.e. sum(w) * 0.25 = 1.
+  CHECK(lazy::sum(w).item<float>() == Approx(4.0f).epsilon(1e-3));
+
+  auto x2 = lazy::tensor::from(xlite::tensor<float>({16, 4}, 0.25f));
+  for (int step = 0; step < 10; ++step) {
+    w = train_step(w, x2, 0.1f);
+    mark_step();
+  }
+  CHECK(compiles() - before == 3); // the new batch shape, and the sum above
+}
+
+TEST_CASE("mark_step returns while the device runs, and tracing goes on", "[lazy][step]") {
+  // A step long enough to observe: 2^23 floats through a chain of transcendental ops.
+  auto x = lazy::tensor::from(xlite::tensor<float>({std::int64_t{1} << 23}, 0.5f));
+  bool overlapped = false;
+  for (int attempt = 0; attempt < 5 && !overlapped; ++attempt) {
+    auto y = x;
+    for (int i = 0; i < 8; ++i) y = lazy::tanh(lazy::exp(y) * 0.5f);
+    mark_step();
+    // Tracing the next step needs only y's handle, not its value.
+    const auto next = lazy::sum(y * 2.0f);
+    overlapped = y.state()->data && !y.state()->data->ready();
+    CHECK(next.has_pending_trace());
+    wait_device_ops();
+    CHECK(y.state()->data->ready());
+  }
+  CHECK(overlapped);
+}
+
+TEST_CASE("to_host computes what its tensor needs and leaves the rest pending", "[lazy][step]") {
+  const auto a = lazy::arange(0.0f, 8.0f);
+  const auto b = a * 2.0f;
+  const auto c = a + 100.0f;
+  CHECK(b.to_host<float>().data()[3] == 6.0f);
+  CHECK_FALSE(b.has_pending_trace());
+  CHECK(c.has_pending_trace());
+  mark_step();
+  CHECK_FALSE(c.has_pending_trace());
+  CHECK(c.to_host<float>().data()[7] == 107.0f);
+}
+
+TEST_CASE("a failing step fails its tensors, and the next step runs", "[lazy][step]") {
+  auto ok = lazy::tensor::from(xlite::tensor<float>({1.0f, 2.0f}));
+  CHECK_THROWS_AS(ok.to_host<double>(), dtype_error);
+  CHECK_THROWS_AS(lazy::reshape(ok, {3}), shape_error);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(XLITE_UNDER_ASAN)
+  // 2^42 bytes cannot be allocated: the device fails the step with bad_alloc.
+  auto huge = lazy::sum(lazy::ones(shape{std::int64_t{1} << 20, std::int64_t{1} << 20}) * 3.0f);
+  mark_step();
+  CHECK_THROWS_AS(huge.item<float>(), std::bad_alloc);
+  CHECK_THROWS_AS((huge + 1.0f).item<float>(), std::bad_alloc); // what reads it fails too
+#endif
+  CHECK(lazy::sum(ok * 3.0f).item<float>() == 9.0f);
+}
+
+TEST_CASE("devices", "[lazy][step]") {
+  CHECK(device_count() >= 1);
+  CHECK(devices().front() == device("cpu:0"));
+  CHECK(device("cpu") == device("cpu:0"));
+  CHECK(runtime::device_type() == "CPU");
+  CHECK_THROWS_AS(device("tpu:0"), value_error);
+  CHECK_THROWS_AS(device("cpu:" + std::to_string(device_count())), value_error);
+  CHECK_THROWS_AS(device("cpu:x"), value_error);
+  const auto t = lazy::tensor::from(xlite::tensor<float>({1.0f}), device("cpu:0"));
+  CHECK(t.device().to_string() == "cpu:0");
+}
+
+TEST_CASE("0 and 1 are graph constants and other scalars parameters", "[lazy][step]") {
+  const auto x = lazy::tensor::from(xlite::tensor<float>({3.0f}));
+  const auto graph_of = [](const lazy::tensor& t) {
+    const ir::node_ptr outputs[] = {t.node()};
+    return ir::capture(outputs);
+  };
+  CHECK(graph_of(x * 1.0f + 0.0f).parameters.size() == 1);
+  CHECK(graph_of(x * 2.0f + 5.0f).parameters.size() == 3);
+  CHECK(ir::structural_hash(graph_of(x * 2.0f).program) == ir::structural_hash(graph_of(x * 7.0f).program));
+}
+
+TEST_CASE("with XLITE_NO_SPECIAL_SCALARS, 0 and 1 are parameters too", "[.xlite_no_special_scalars]") {
+  const auto x = lazy::tensor::from(xlite::tensor<float>({3.0f}));
+  const ir::node_ptr outputs[] = {(x * 1.0f + 0.0f).node()};
+  CHECK(ir::capture(outputs).parameters.size() == 3);
+  CHECK((x * 1.0f + 0.0f).item<float>() == 3.0f);
+}
