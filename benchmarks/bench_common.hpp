@@ -39,6 +39,7 @@ void register_machine_limits();
 void register_xlite_thread_pool();
 void register_xlite_expressions();
 void register_xlite_gemm();
+void register_xlite_lazy();
 void register_xsimd();
 void register_xtensor();
 void register_eigen();

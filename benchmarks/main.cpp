@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   xlite::bench::register_xlite_thread_pool();
   xlite::bench::register_xlite_expressions();
   xlite::bench::register_xlite_gemm();
+  xlite::bench::register_xlite_lazy();
   benchmark::AddCustomContext("peers", register_peers());
   benchmark::AddCustomContext("xlite_isa", std::string(xlite::name(xlite::active_isa())));
   benchmark::RunSpecifiedBenchmarks();

@@ -187,6 +187,15 @@ TEST_CASE("reductions equal a double-precision loop", "[lazy][ops]") {
         }
       }
     }
+    // A reduction with its operand fused in gives the bits of the same reduction over the
+    // operand stored first.
+    const auto a = lazy::tensor::from(random_tensor<float>(shape{5, 3001}));
+    const auto b = lazy::tensor::from(random_tensor<float>(shape{3001}));
+    const auto stored = lazy::tensor::from((a * b).to_host<float>());
+    CHECK(same_bits(lazy::sum(a * b, {1}).to_host<float>(), lazy::sum(stored, {1}).to_host<float>()));
+    CHECK(same_bits(lazy::amax(lazy::exp(a) - b, {-1}).to_host<float>(),
+                    lazy::amax(lazy::tensor::from((lazy::exp(a) - b).to_host<float>()), {-1}).to_host<float>()));
+    CHECK(same_bits(lazy::sum(a * b).to_host<float>(), lazy::sum(stored).to_host<float>()));
     // Everything at once, integers widen, empty sums are 0.
     const auto ints = lazy::tensor::from(xlite::tensor<std::int32_t>({{1, 2}, {3, 4}}));
     CHECK(lazy::sum(ints).type() == dtype::i64);

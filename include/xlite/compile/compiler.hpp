@@ -1,12 +1,13 @@
 #pragma once
 
 // The compiler driver: graph in, executable out. Runs the passes in order (simplify, then
-// CSE, then DCE, then fusion and buffer planning) and lowers each element-wise kernel to
-// its register program.
+// CSE, then DCE, then fusion and buffer planning) and lowers each fused kernel (element-wise,
+// or a reduction with the ops that feed it) to its register program.
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -23,13 +24,14 @@ namespace xlite::compile {
 
 namespace detail {
 
-// Registers are reused once their last reader in the program has run.
-inline void lower_elementwise(const ir::graph& g, kernel& k) {
+// Lowers `members` of k's group (in order) to k's register program, whose result is the
+// value `result`. Registers are reused once their last reader in the program has run.
+inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::value_id> members, ir::value_id result) {
   const auto& group = k.group;
   std::vector<std::int64_t> register_of(g.instructions.size(), -1);
   std::vector<std::size_t> last_read(g.instructions.size(), 0);
-  for (std::size_t s = 0; s < group.members.size(); ++s) {
-    for (const ir::value_id operand : g.instructions[group.members[s]].operands) last_read[operand] = s;
+  for (std::size_t s = 0; s < members.size(); ++s) {
+    for (const ir::value_id operand : g.instructions[members[s]].operands) last_read[operand] = s;
   }
   std::vector<register_id> free_registers;
   const auto allocate = [&] {
@@ -41,8 +43,8 @@ inline void lower_elementwise(const ir::graph& g, kernel& k) {
     return static_cast<register_id>(k.register_count++);
   };
   // Inputs are loaded where first read, so few registers hold loaded values at once.
-  for (std::size_t s = 0; s < group.members.size(); ++s) {
-    const ir::value_id v = group.members[s];
+  for (std::size_t s = 0; s < members.size(); ++s) {
+    const ir::value_id v = members[s];
     const ir::instruction& ins = g.instructions[v];
     register_step step;
     step.code = ins.code;
@@ -73,7 +75,7 @@ inline void lower_elementwise(const ir::graph& g, kernel& k) {
     register_of[v] = step.result;
     k.program.push_back(std::move(step));
   }
-  k.result_register = static_cast<register_id>(register_of[group.root]);
+  k.result_register = static_cast<register_id>(register_of[result]);
 }
 
 } // namespace detail
@@ -92,7 +94,12 @@ inline executable_ptr compile_graph(ir::graph g) {
       << " in place\n";
   for (const passes::kernel_group& group : fusion.kernels) {
     kernel k{group, {}, 0, 0};
-    if (group.elementwise) detail::lower_elementwise(g, k);
+    if (group.elementwise) {
+      detail::lower_program(g, k, group.members, group.root);
+    } else if (group.members.size() > 1) { // a reduction with its operand fused in
+      const std::span<const ir::value_id> producers(group.members.data(), group.members.size() - 1);
+      detail::lower_program(g, k, producers, g.instructions[group.root].operands[0]);
+    }
     result->kernels.push_back(std::move(k));
   }
   result->program = std::move(g);

@@ -2,8 +2,11 @@
 
 // Element-wise fusion: partitions a graph into kernels. An element-wise kernel evaluates a
 // DAG of element-wise ops (with the constants, iotas, casts and broadcasts they read) in one
-// pass over its result, so only its root is written to memory; every other op (reduction,
-// layout, matmul) is a kernel of its own. Parameters are not kernels: their buffers exist.
+// pass over its result, so only its root is written to memory. A reduction over the
+// innermost axis (sum, mean, prod, max, min) is a fusion sink: the element-wise ops that
+// feed it are computed piece by piece as it reduces, never stored. Every other op (argmax,
+// other reductions, layout, matmul) is a kernel of its own. Parameters are not kernels:
+// their buffers exist.
 //
 // An instruction joins the kernel of its users when all of them are in that kernel, it is
 // not an output of the graph, and it does not repeat work: an op with fewer elements than
@@ -37,6 +40,14 @@ inline bool fusible(const ir::instruction& ins) {
          ins.code == op::iota;
 }
 
+// Whether reduction instruction `ins` can compute its operand as it goes: it reads its
+// operand in contiguous runs (runtime/reduce.hpp) only when the innermost axis is reduced.
+inline bool reduction_sink(const ir::graph& g, const ir::instruction& ins) {
+  if (info(ins.code).kind != op_kind::reduction || ins.code == op::argmax) return false;
+  const std::size_t rank = g.instructions[ins.operands[0]].shape.rank();
+  return rank == 0 || std::ranges::find(ins.attrs.ints, static_cast<std::int64_t>(rank - 1)) != ins.attrs.ints.end();
+}
+
 inline fusion_plan fuse_elementwise(const ir::graph& g) {
   const std::size_t count = g.instructions.size();
   constexpr std::size_t none = static_cast<std::size_t>(-1);
@@ -56,8 +67,11 @@ inline fusion_plan fuse_elementwise(const ir::graph& g) {
       const std::size_t target = group_of[users[i][0]];
       const bool one_kernel = std::ranges::all_of(users[i], [&](ir::value_id u) { return group_of[u] == target; });
       const ir::instruction& root = g.instructions[roots[target]];
+      const bool sink = reduction_sink(g, root);
+      // The index space the kernel's program runs over: its result's, or its reduction's operand's.
+      const std::int64_t space = sink ? g.instructions[root.operands[0]].shape.numel() : root.shape.numel();
       const bool cheap = ins.code == op::constant || ins.code == op::iota || ins.code == op::broadcast_to;
-      if (one_kernel && fusible(root) && (cheap || ins.shape.numel() == root.shape.numel())) {
+      if (one_kernel && (fusible(root) || sink) && (cheap || ins.shape.numel() == space)) {
         group_of[i] = target;
         continue;
       }

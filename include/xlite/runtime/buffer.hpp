@@ -1,7 +1,8 @@
 #pragma once
 
 // A device buffer: the memory of one value on a (CPU) device, with its dtype and shape.
-// Cache-line aligned, so SIMD loops and streaming stores need no prologue.
+// Cache-line aligned, so SIMD loops and streaming stores need no prologue; the memory comes
+// from, and goes back to, the device's block cache (runtime/block_cache.hpp).
 
 #include <algorithm>
 #include <cstddef>
@@ -9,10 +10,10 @@
 #include <cstring>
 #include <memory>
 
-#include "xlite/core/aligned_memory.hpp"
 #include "xlite/core/dtype.hpp"
 #include "xlite/core/error.hpp"
 #include "xlite/core/shape.hpp"
+#include "xlite/runtime/block_cache.hpp"
 
 namespace xlite::runtime {
 
@@ -20,21 +21,24 @@ class buffer {
 public:
   buffer(dtype type, const xlite::shape& s)
       : type_(type), shape_(s), capacity_(byte_size()),
-        bytes_(allocate_aligned<std::byte>(std::max<std::int64_t>(capacity_, 1))) {}
+        bytes_(static_cast<std::byte*>(device_block_cache().take(block_bytes()))) {}
+  ~buffer() { device_block_cache().give(bytes_, block_bytes()); }
+  buffer(const buffer&) = delete;
+  buffer& operator=(const buffer&) = delete;
 
   dtype type() const noexcept { return type_; }
   const xlite::shape& shape() const noexcept { return shape_; }
   std::int64_t byte_size() const noexcept { return shape_.numel() * static_cast<std::int64_t>(size_of(type_)); }
-  std::byte* data() noexcept { return bytes_.get(); }
-  const std::byte* data() const noexcept { return bytes_.get(); }
+  std::byte* data() noexcept { return bytes_; }
+  const std::byte* data() const noexcept { return bytes_; }
 
   template <class T>
   T* as() noexcept {
-    return reinterpret_cast<T*>(bytes_.get());
+    return reinterpret_cast<T*>(bytes_);
   }
   template <class T>
   const T* as() const noexcept {
-    return reinterpret_cast<const T*>(bytes_.get());
+    return reinterpret_cast<const T*>(bytes_);
   }
 
   // The same memory as another dtype and shape of at most as many bytes: a buffer the
@@ -51,8 +55,10 @@ public:
 private:
   dtype type_;
   xlite::shape shape_;
+  std::size_t block_bytes() const noexcept { return static_cast<std::size_t>(std::max<std::int64_t>(capacity_, 1)); }
+
   std::int64_t capacity_;
-  aligned_array<std::byte> bytes_;
+  std::byte* bytes_;
 };
 
 using buffer_ptr = std::shared_ptr<buffer>;

@@ -260,16 +260,18 @@ inline register_file& thread_registers() {
   return registers;
 }
 
+// What a kernel's program runs over: its inputs, and the index space it computes (the
+// result's shape; for a reduction, its operand's).
 struct kernel_context {
   const compile::kernel& k;
   std::span<const buffer* const> inputs;
-  buffer& out;
+  const shape& index_space;
 };
 
 inline void load_input(const kernel_context& c, const compile::register_step& step, register_file& regs,
                        std::int64_t begin, std::int64_t n) {
   const buffer& in = *c.inputs[step.input];
-  const shape& out_shape = c.out.shape();
+  const shape& out_shape = c.index_space;
   std::byte* scratch = regs.scratch(step.result);
   visit_dtype(in.type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -316,7 +318,7 @@ inline void compute_step(const kernel_context& c, const compile::register_step& 
   case op::iota:
     visit_compute(step.type, [&](auto tag) {
       using C = typename decltype(tag)::type;
-      const shape& s = c.out.shape();
+      const shape& s = c.index_space;
       const auto axis = static_cast<std::size_t>(step.attrs.ints[0]);
       std::int64_t inner = 1;
       for (std::size_t a = axis + 1; a < s.rank(); ++a) inner *= s[a];
@@ -386,13 +388,27 @@ inline void compute_step(const kernel_context& c, const compile::register_step& 
   regs.view(step.result) = result;
 }
 
+// Runs k's program over elements [begin, begin + n) of its index space (n at most
+// chunk_elements); returns the register that holds the result, in its compute dtype.
+inline const std::byte* evaluate_chunk(const kernel_context& c, register_file& regs, std::int64_t begin,
+                                       std::int64_t n) {
+  for (const compile::register_step& step : c.k.program) {
+    if (step.what == compile::register_step::kind::load) {
+      load_input(c, step, regs, begin, n);
+    } else {
+      compute_step(c, step, regs, begin, n);
+    }
+  }
+  return regs.view(c.k.result_register);
+}
+
 } // namespace detail
 
 // Runs element-wise kernel k: inputs in the order of k.group.inputs, result into `out`
 // (which may be one of the inputs: see passes/buffer_plan.hpp).
 inline void run_elementwise(const compile::kernel& k, std::span<const buffer* const> inputs, buffer& out,
                             thread_pool& pool) {
-  const detail::kernel_context c{k, inputs, out};
+  const detail::kernel_context c{k, inputs, out.shape()};
   const std::int64_t total = out.shape().numel();
   // Enough chunks per task that the split costs little; task boundaries are chunk
   // boundaries, so the threads never share a cache line of the result.
@@ -402,17 +418,10 @@ inline void run_elementwise(const compile::kernel& k, std::span<const buffer* co
     regs.reserve(k.register_count);
     for (std::int64_t begin = task_begin; begin < task_end; begin += detail::chunk_elements) {
       const std::int64_t n = std::min(detail::chunk_elements, task_end - begin);
-      for (const compile::register_step& step : k.program) {
-        if (step.what == compile::register_step::kind::load) {
-          detail::load_input(c, step, regs, begin, n);
-        } else {
-          detail::compute_step(c, step, regs, begin, n);
-        }
-      }
+      const std::byte* result = detail::evaluate_chunk(c, regs, begin, n);
       visit_dtype(out.type(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        detail::store_values(out.as<T>() + begin,
-                             reinterpret_cast<const detail::compute_t<T>*>(regs.view(k.result_register)), n);
+        detail::store_values(out.as<T>() + begin, reinterpret_cast<const detail::compute_t<T>*>(result), n);
       });
     }
   });

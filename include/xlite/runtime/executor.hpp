@@ -54,7 +54,8 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
     if (k.group.elementwise) {
       run_elementwise(k, inputs, *slot, pool);
     } else if (info(root.code).kind == op_kind::reduction) {
-      run_reduction(root, *inputs[0], *slot, pool);
+      const ir::instruction& operand = g.instructions[root.operands[0]];
+      run_reduction(k, root, inputs, operand.shape, operand.type, *slot, pool);
     } else if (root.code == op::matmul) {
       run_matmul(*value[root.operands[0]], *value[root.operands[1]], *slot);
     } else {

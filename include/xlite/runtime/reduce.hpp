@@ -4,19 +4,26 @@
 // as torch.sum does on CPU); the result is rounded to the instruction's dtype once, at the
 // end.
 //
-// Order of accumulation, fixed for any thread count: the reduced elements of one output are
+// Order of accumulation, fixed for any thread count and the same whether the operand was
+// fused into the reduction or read from memory: the reduced elements of one output are
 // walked in row-major order as contiguous runs (along the innermost axis when it is
-// reduced, else runs of one element); each run is reduced in SIMD lanes (four batch
-// accumulators, lanes combined in order); runs are grouped into blocks of about
-// `block_elements`, each block reduced on its own and the blocks combined in order.
+// reduced, else runs of one element), cut into pieces of at most chunk_elements; each
+// piece is reduced in SIMD lanes (four batch accumulators, lanes combined in order) and
+// the pieces of a block of about `block_elements` combined in order; each block is reduced
+// on its own and the blocks combined in order.
+//
+// A fused operand (passes/fusion.hpp: element-wise ops feeding a reduction over the
+// innermost axis) is computed piece by piece in registers and never written to memory.
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <type_traits>
 #include <vector>
 
+#include "xlite/compile/executable.hpp"
 #include "xlite/core/dtype_dispatch.hpp"
 #include "xlite/core/op.hpp"
 #include "xlite/core/thread_pool.hpp"
@@ -109,8 +116,9 @@ T reduce_run(const T* p, std::int64_t n) {
   });
 }
 
-template <op O, class C>
-void reduce_values(const C* in, C* out, const reduction_layout& layout, thread_pool& pool) {
+// source(offset, n) gives the n operand values from flat offset on, in compute dtype C.
+template <op O, class C, class Source>
+void reduce_values(const Source& source, C* out, const reduction_layout& layout, thread_pool& pool) {
   using red = kernels::reduction<O>;
   const std::int64_t runs = layout.reduced / std::max<std::int64_t>(layout.run, 1);
   const std::int64_t runs_per_block = std::max<std::int64_t>(1, block_elements / std::max<std::int64_t>(layout.run, 1));
@@ -121,11 +129,15 @@ void reduce_values(const C* in, C* out, const reduction_layout& layout, thread_p
   pool.parallel_for(layout.outputs * blocks, grain, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t task = begin; task < end; ++task) {
       const std::int64_t o = task / blocks, b = task % blocks;
-      const C* base = in + layout.output_offset(o);
+      const std::int64_t base = layout.output_offset(o);
       C acc = red::template identity<C>();
       const std::int64_t last = std::min(runs, (b + 1) * runs_per_block);
       for (std::int64_t r = b * runs_per_block; r < last; ++r) {
-        acc = red::combine(acc, reduce_run<O>(base + layout.reduced_offset(r * layout.run), layout.run));
+        const std::int64_t start = base + layout.reduced_offset(r * layout.run);
+        for (std::int64_t piece = 0; piece < layout.run; piece += chunk_elements) {
+          const std::int64_t n = std::min(chunk_elements, layout.run - piece);
+          acc = red::combine(acc, reduce_run<O>(source(start + piece, n), n));
+        }
       }
       partial[static_cast<std::size_t>(task)] = acc;
     }
@@ -160,17 +172,24 @@ void argmax_values(const C* in, std::int64_t* out, const reduction_layout& layou
 
 } // namespace detail
 
-inline void run_reduction(const ir::instruction& ins, const buffer& in, buffer& out, thread_pool& pool) {
-  const detail::reduction_layout layout(in.shape(), ins.attrs.ints);
-  visit_dtype(in.type(), [&](auto tag) {
+// Runs reduction kernel k (whose root is the reduction) into `out`: over its operand
+// buffer, or, when element-wise ops were fused into it, over their program's values.
+inline void run_reduction(const compile::kernel& k, const ir::instruction& ins, std::span<const buffer* const> inputs,
+                          const shape& operand_shape, dtype operand_type, buffer& out, thread_pool& pool) {
+  const detail::reduction_layout layout(operand_shape, ins.attrs.ints);
+  const bool fused = !k.program.empty();
+  visit_dtype(operand_type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = detail::compute_t<T>;
-    const C* values = reinterpret_cast<const C*>(in.data());
+    const C* values = nullptr;
     aligned_array<C> converted;
-    if constexpr (!std::is_same_v<C, T>) {
-      converted = allocate_aligned<C>(in.shape().numel());
-      detail::load_values<T>(converted.get(), in.as<T>(), in.shape().numel());
-      values = converted.get();
+    if (!fused) {
+      values = reinterpret_cast<const C*>(inputs[0]->data());
+      if constexpr (!std::is_same_v<C, T>) {
+        converted = allocate_aligned<C>(operand_shape.numel());
+        detail::load_values<T>(converted.get(), inputs[0]->as<T>(), operand_shape.numel());
+        values = converted.get();
+      }
     }
     if (ins.code == op::argmax) {
       if constexpr (!std::is_same_v<T, bool>) detail::argmax_values(values, out.as<std::int64_t>(), layout, pool);
@@ -178,19 +197,33 @@ inline void run_reduction(const ir::instruction& ins, const buffer& in, buffer& 
     }
     if constexpr (!std::is_same_v<T, bool>) {
       auto result = allocate_aligned<C>(layout.outputs);
+      const detail::kernel_context context{k, inputs, operand_shape};
+      const auto from_memory = [&](std::int64_t offset, std::int64_t) { return values + offset; };
+      const auto from_program = [&](std::int64_t offset, std::int64_t n) {
+        detail::register_file& regs = detail::thread_registers();
+        regs.reserve(k.register_count);
+        return reinterpret_cast<const C*>(detail::evaluate_chunk(context, regs, offset, n));
+      };
+      const auto reduce = [&](auto o) {
+        if (fused) {
+          detail::reduce_values<decltype(o)::value>(from_program, result.get(), layout, pool);
+        } else {
+          detail::reduce_values<decltype(o)::value>(from_memory, result.get(), layout, pool);
+        }
+      };
       switch (ins.code) {
       case op::sum:
       case op::mean:
-        detail::reduce_values<op::sum>(values, result.get(), layout, pool);
+        reduce(std::integral_constant<op, op::sum>{});
         break;
       case op::prod:
-        detail::reduce_values<op::prod>(values, result.get(), layout, pool);
+        reduce(std::integral_constant<op, op::prod>{});
         break;
       case op::max:
-        detail::reduce_values<op::max>(values, result.get(), layout, pool);
+        reduce(std::integral_constant<op, op::max>{});
         break;
       default:
-        detail::reduce_values<op::min>(values, result.get(), layout, pool);
+        reduce(std::integral_constant<op, op::min>{});
         break;
       }
       if (ins.code == op::mean) {
@@ -198,7 +231,7 @@ inline void run_reduction(const ir::instruction& ins, const buffer& in, buffer& 
       }
       detail::store_values(out.as<T>(), result.get(), layout.outputs);
     } else {
-      throw dtype_error(xlite::detail::message(name(ins.code), ": no kernel for ", name(in.type()), " operands"));
+      throw dtype_error(xlite::detail::message(name(ins.code), ": no kernel for ", name(operand_type), " operands"));
     }
   });
 }

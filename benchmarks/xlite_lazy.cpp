@@ -1,0 +1,124 @@
+// The lazy path's costs, against the static path and against its targets (issue 5):
+//   chain10/xlite      ten element-wise ops on 2^24 floats traced, compiled (a cache hit
+//                      after the first step) and run, against chain10/static, the same
+//                      expression on the static path: the "peer" row;
+//   lazy_trace/xlite   tracing cost per op (target: under 200 ns);
+//   lazy_dispatch/xlite a cache-hit step of a 100-node graph on small tensors, trace
+//                      excluded (target: under 20 us): capture, hash, lookup, launch, run;
+//   lazy_compile/xlite compiling a 1,000-node graph (the passes and lowering).
+// The lazy rows run their kernels on the default pool (all cores) on the device's worker,
+// so they are registered at that thread count only.
+
+#include <cstdint>
+
+#include "bench_common.hpp"
+#include "expressions.hpp"
+#include "xlite/compile/compiler.hpp"
+#include "xlite/expr.hpp"
+#include "xlite/lazy.hpp"
+
+namespace {
+
+using namespace xlite::bench;
+
+xlite::tensor<float> tensor_of(const aligned_floats& values) {
+  xlite::tensor<float> t(xlite::tensor<float>::uninitialized, xlite::shape{values.size()});
+  std::copy_n(values.data(), values.size(), t.data());
+  return t;
+}
+
+// The chain, written once for both front ends: mul, add, abs, mul, sub, max, mul, sqrt,
+// neg, add.
+template <class X, class Max>
+auto chain10(const X& x, const X& y, const X& w, Max maximum) {
+  return -sqrt(maximum(abs(x * y + w) * 0.5f - y, w) * x) + w;
+}
+
+void chain_static(benchmark::State& state) {
+  const std::int64_t n = size_arg(state);
+  const auto& inputs = expression_inputs::of_size(n);
+  const auto x = tensor_of(inputs.x), y = tensor_of(inputs.y), w = tensor_of(inputs.w);
+  xlite::tensor<float> z(xlite::shape{n});
+  xlite::thread_pool pool(static_cast<std::size_t>(threads_arg(state)));
+  xlite::scoped_thread_pool use(pool);
+  const auto maximum = [](const auto& a, const auto& b) { return xlite::max(a, b); };
+  for (auto _ : state) {
+    z = chain10(x, y, w, maximum);
+    benchmark::ClobberMemory();
+  }
+  report_bytes(state, 4 * n * static_cast<std::int64_t>(sizeof(float)));
+}
+
+void chain_lazy(benchmark::State& state) {
+  const std::int64_t n = size_arg(state);
+  const auto& inputs = expression_inputs::of_size(n);
+  const auto x = xlite::lazy::tensor::from(tensor_of(inputs.x));
+  const auto y = xlite::lazy::tensor::from(tensor_of(inputs.y));
+  const auto w = xlite::lazy::tensor::from(tensor_of(inputs.w));
+  const auto maximum = [](const auto& a, const auto& b) { return xlite::lazy::maximum(a, b); };
+  for (auto _ : state) {
+    const auto z = chain10(x, y, w, maximum);
+    xlite::mark_step();
+    xlite::wait_device_ops();
+  }
+  report_bytes(state, 4 * n * static_cast<std::int64_t>(sizeof(float)));
+}
+
+// 100 ops on a small tensor, alternating so that no op simplifies away.
+xlite::lazy::tensor trace_100(const xlite::lazy::tensor& x) {
+  auto y = x;
+  for (int i = 0; i < 50; ++i) y = y * x + x;
+  return y;
+}
+
+void trace_cost(benchmark::State& state) {
+  const auto x = xlite::lazy::tensor::from(xlite::tensor<float>(xlite::shape{16}, 1.0f));
+  for (auto _ : state) benchmark::DoNotOptimize(trace_100(x));
+  state.counters["per_op"] =
+      benchmark::Counter(100, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  xlite::mark_step();
+  xlite::wait_device_ops();
+}
+
+void dispatch_cost(benchmark::State& state) {
+  const auto x = xlite::lazy::tensor::from(xlite::tensor<float>(xlite::shape{16}, 0.5f));
+  for (auto _ : state) {
+    state.PauseTiming();
+    const auto y = trace_100(x);
+    state.ResumeTiming();
+    xlite::mark_step();
+    xlite::wait_device_ops();
+  }
+}
+
+void compile_cost(benchmark::State& state) {
+  const auto x = xlite::lazy::tensor::from(xlite::tensor<float>(xlite::shape{64, 64}, 0.5f));
+  // 1,000 nodes: element-wise chains broken by reductions and matmuls, so every pass and
+  // every kind of kernel has work.
+  auto y = x;
+  for (int block = 0; block < 100; ++block) {
+    y = xlite::lazy::exp(y * 0.5f) + x;                                  // 4 nodes (two scalars)
+    y = xlite::lazy::relu(y - xlite::lazy::amax(y, {1}, true));           // 3
+    y = xlite::lazy::matmul(y, x) / 64.0f;                                // 3
+  }
+  const xlite::ir::node_ptr outputs[] = {y.node()};
+  const auto captured = xlite::ir::capture(outputs);
+  state.counters["nodes"] = static_cast<double>(captured.program.instructions.size());
+  for (auto _ : state) benchmark::DoNotOptimize(xlite::compile::compile_graph(captured.program));
+}
+
+} // namespace
+
+namespace xlite::bench {
+
+void register_xlite_lazy() {
+  const std::vector<std::int64_t> sizes = {std::int64_t{1} << 24};
+  const std::vector<std::int64_t> pool_threads = {static_cast<std::int64_t>(default_thread_pool().num_threads())};
+  register_sized("chain10", "static", chain_static, sizes, pool_threads);
+  register_sized("chain10", "xlite", chain_lazy, sizes, pool_threads);
+  register_case("lazy_trace", "xlite", trace_cost)->Arg(100)->ArgName("ops");
+  register_case("lazy_dispatch", "xlite", dispatch_cost)->Arg(100)->ArgName("nodes");
+  register_case("lazy_compile", "xlite", compile_cost)->Arg(1000)->ArgName("nodes")->Unit(benchmark::kMillisecond);
+}
+
+} // namespace xlite::bench
