@@ -9,6 +9,7 @@
 // errors surface at the line that traced the op, not at the barrier.
 
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -62,6 +63,25 @@ public:
       : code_(code), type_(type), shape_(result_shape), operands_(std::move(operands)), attrs_(std::move(attrs)),
         source_(std::move(source)) {}
 
+  // A trace left without a barrier can be a chain of 10^5 nodes; the implicit destructor would
+  // recurse once per node and overflow the stack. The operands that die with this node are
+  // unlinked on a heap worklist instead. A use count of 1 is final: no weak pointers to nodes
+  // exist, so no other thread can take a new reference.
+  ~node() {
+    std::vector<node_ptr> dying = std::move(operands_);
+    while (!dying.empty()) {
+      node_ptr last = std::move(dying.back());
+      dying.pop_back();
+      if (last.use_count() == 1) {
+        auto& inherited = last->operands_;
+        dying.insert(dying.end(), std::make_move_iterator(inherited.begin()), std::make_move_iterator(inherited.end()));
+        inherited.clear();
+      }
+    }
+  }
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
   op code() const noexcept { return code_; }
   dtype type() const noexcept { return type_; }
   const xlite::shape& shape() const noexcept { return shape_; }
@@ -74,7 +94,7 @@ private:
   op code_;
   dtype type_;
   xlite::shape shape_;
-  std::vector<node_ptr> operands_;
+  mutable std::vector<node_ptr> operands_; // mutable only for the destructor's unlinking
   attributes attrs_;
   std::shared_ptr<const parameter_source> source_;
 };

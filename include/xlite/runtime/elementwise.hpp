@@ -34,7 +34,13 @@ namespace xlite::runtime {
 namespace detail {
 
 inline constexpr std::int64_t chunk_elements = 1024;
+inline constexpr std::int64_t prefetch_above_bytes = std::int64_t{256} << 10;
 inline constexpr std::size_t register_bytes = chunk_elements * 8;
+// Registers start this far apart, not register_bytes: chunks of the inputs all sit at the
+// same offset modulo 4 KiB, and a register at that offset too would make each load of an
+// input wait on the store to the register before it (4K aliasing).
+inline constexpr std::size_t register_stride = register_bytes + 5 * 64;
+inline constexpr std::size_t register_base = 37 * 64;
 
 template <class T>
 using compute_t = std::conditional_t<std::is_same_v<T, bool>, std::uint8_t,
@@ -95,29 +101,35 @@ template <std::size_t Arity, class R, class T, class F>
 void map_lanes(F f, R* out, const std::array<const T*, 3>& in, std::int64_t n) {
   constexpr bool simd = kernels::simd_element_v<T> && std::is_same_v<R, T>;
   kernels::dispatch<simd>([&](auto arch) {
+    // Plain locals, not captures or the array: a SIMD store may alias any memory, so the
+    // compiler would reload those after every store.
+    R* const out_ = out;
+    const T* const a = in[0];
+    const T* const b = in[1];
+    const T* const c = in[2];
+    const std::int64_t n_ = n;
     using Arch = decltype(arch);
     using V = kernels::batch_t<T, Arch>;
     constexpr auto width = static_cast<std::int64_t>(kernels::lanes<T, Arch>);
     std::int64_t i = 0;
     if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
-      for (; i + width <= n; i += width) {
+      for (; i + width <= n_; i += width) {
         if constexpr (Arity == 1) {
-          f(V::load_unaligned(in[0] + i)).store_unaligned(out + i);
+          f(V::load_unaligned(a + i)).store_unaligned(out_ + i);
         } else if constexpr (Arity == 2) {
-          f(V::load_unaligned(in[0] + i), V::load_unaligned(in[1] + i)).store_unaligned(out + i);
+          f(V::load_unaligned(a + i), V::load_unaligned(b + i)).store_unaligned(out_ + i);
         } else {
-          f(V::load_unaligned(in[0] + i), V::load_unaligned(in[1] + i), V::load_unaligned(in[2] + i))
-              .store_unaligned(out + i);
+          f(V::load_unaligned(a + i), V::load_unaligned(b + i), V::load_unaligned(c + i)).store_unaligned(out_ + i);
         }
       }
     }
-    for (; i < n; ++i) {
+    for (; i < n_; ++i) {
       if constexpr (Arity == 1) {
-        out[i] = static_cast<R>(f(in[0][i]));
+        out_[i] = static_cast<R>(f(a[i]));
       } else if constexpr (Arity == 2) {
-        out[i] = static_cast<R>(f(in[0][i], in[1][i]));
+        out_[i] = static_cast<R>(f(a[i], b[i]));
       } else {
-        out[i] = static_cast<R>(f(in[0][i], in[1][i], in[2][i]));
+        out_[i] = static_cast<R>(f(a[i], b[i], c[i]));
       }
     }
   });
@@ -195,7 +207,20 @@ void load_values(compute_t<T>* out, const T* in, std::int64_t n) {
   }
 }
 template <class T>
-void store_values(T* out, const compute_t<T>* in, std::int64_t n) {
+void store_values(T* out, const compute_t<T>* in, std::int64_t n, bool streaming = false) {
+  if constexpr (std::is_same_v<T, compute_t<T>> && kernels::simd_element_v<T> &&
+                !std::is_same_v<kernels::simd_arch, kernels::scalar_arch>) {
+    // Results larger than the cache bypass it (kernels::streaming_pays); chunks start on a
+    // cache line, so whole batches stream.
+    using V = kernels::batch_t<T, kernels::simd_arch>;
+    constexpr auto width = static_cast<std::int64_t>(V::size);
+    if (streaming && kernels::simd_path_active() && reinterpret_cast<std::uintptr_t>(out) % sizeof(V) == 0) {
+      std::int64_t i = 0;
+      for (; i + width <= n; i += width) kernels::store_streaming(out + i, V::load_unaligned(in + i));
+      for (; i < n; ++i) out[i] = in[i];
+      return;
+    }
+  }
   if constexpr (std::is_same_v<T, bfloat16>) {
     kernels::convert(in, out, n);
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -241,12 +266,12 @@ class register_file {
 public:
   void reserve(std::size_t count) {
     if (count > capacity_) {
-      memory_ = allocate_aligned<std::byte>(static_cast<std::int64_t>(count * register_bytes));
+      memory_ = allocate_aligned<std::byte>(static_cast<std::int64_t>(register_base + count * register_stride));
       capacity_ = count;
     }
     views_.assign(count, nullptr);
   }
-  std::byte* scratch(std::size_t r) { return memory_.get() + r * register_bytes; }
+  std::byte* scratch(std::size_t r) { return memory_.get() + register_base + r * register_stride; }
   const std::byte*& view(std::size_t r) { return views_[r]; }
 
 private:
@@ -279,6 +304,15 @@ inline void load_input(const kernel_context& c, const compile::register_step& st
     const T* data = in.as<T>();
     const std::int64_t numel = in.shape().numel();
     if (numel == out_shape.numel()) {
+      // A chunk's loop is too short for the hardware prefetcher to run ahead of it: ask
+      // for the next chunk of this input now, while this one is computed.
+      // (Inputs that fit in the cache need no prefetch.)
+      if (numel * static_cast<std::int64_t>(sizeof(T)) > prefetch_above_bytes) {
+        const std::int64_t ahead = std::min(n, numel - begin - n);
+        for (std::int64_t i = 0; i < ahead; i += 64 / static_cast<std::int64_t>(sizeof(T))) {
+          __builtin_prefetch(data + begin + n + i);
+        }
+      }
       if constexpr (std::is_same_v<C, T>) {
         regs.view(step.result) = reinterpret_cast<const std::byte*>(data + begin);
         return;
@@ -413,6 +447,7 @@ inline void run_elementwise(const compile::kernel& k, std::span<const buffer* co
   // Enough chunks per task that the split costs little; task boundaries are chunk
   // boundaries, so the threads never share a cache line of the result.
   const std::int64_t grain = detail::chunk_elements * 16;
+  const bool streaming = kernels::streaming_pays(static_cast<std::size_t>(out.byte_size()));
   pool.parallel_for(total, grain, [&](std::int64_t task_begin, std::int64_t task_end) {
     detail::register_file& regs = detail::thread_registers();
     regs.reserve(k.register_count);
@@ -421,9 +456,10 @@ inline void run_elementwise(const compile::kernel& k, std::span<const buffer* co
       const std::byte* result = detail::evaluate_chunk(c, regs, begin, n);
       visit_dtype(out.type(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        detail::store_values(out.as<T>() + begin, reinterpret_cast<const detail::compute_t<T>*>(result), n);
+        detail::store_values(out.as<T>() + begin, reinterpret_cast<const detail::compute_t<T>*>(result), n, streaming);
       });
     }
+    if (streaming) kernels::streaming_fence();
   });
 }
 
