@@ -5,6 +5,7 @@
 
 #include "xlite/lazy/factories.hpp"
 #include "xlite/lazy/ops.hpp"
+#include "xlite/lazy/random.hpp"
 #include "xlite/lazy/step.hpp"
 #include "xlite/lazy/tensor.hpp"
 #include "xlite/ir/print.hpp"

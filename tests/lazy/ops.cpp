@@ -150,6 +150,31 @@ TEST_CASE("mixed dtypes promote as PyTorch does, and narrow dtypes round after e
   CHECK(lazy::cast<float>(y).item<float>() == 2.0625f);
 }
 
+TEST_CASE("casts between every pair of dtypes convert each element", "[lazy][ops]") {
+  // Inside a kernel a cast may widen (bool to float64): its result must not overwrite the
+  // operand's lanes before they are read.
+  const std::vector<double> values{0, 1, 5, 2, 0, 3, 1, 4, 2, 5, 1, 0, 3};
+  for (const dtype from : all_dtypes) {
+    for (const dtype to : all_dtypes) {
+      const lazy::tensor x = visit_dtype(from, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        xlite::tensor<T> host(shape{static_cast<std::int64_t>(values.size())});
+        for (std::size_t i = 0; i < values.size(); ++i) host.data()[i] = static_cast<T>(values[i]);
+        return lazy::tensor::from(host);
+      });
+      visit_dtype(to, [&](auto tag) {
+        using U = typename decltype(tag)::type;
+        const auto converted = lazy::cast(x, to).to_host<U>();
+        INFO(name(from) << " to " << name(to));
+        for (std::size_t i = 0; i < values.size(); ++i) {
+          const U expected = from == dtype::boolean ? static_cast<U>(values[i] != 0) : static_cast<U>(values[i]);
+          CHECK(converted.data()[i] == expected);
+        }
+      });
+    }
+  }
+}
+
 TEST_CASE("reductions equal a double-precision loop", "[lazy][ops]") {
   on_every_path([] {
     for (int trial = 0; trial < 12; ++trial) {
@@ -273,4 +298,14 @@ TEST_CASE("factories make their values on the device", "[lazy][ops]") {
   CHECK(lazy::sum(lazy::full(shape{2, 2}, 2.5f)).item<float>() == 10);
   CHECK(lazy::zeros(shape{2}, dtype::i32).to_host<std::int32_t>().data()[1] == 0);
   CHECK_THROWS_AS(lazy::arange(0, 5, 0), value_error);
+  // An iota fused into a kernel with a larger result counts along its own axis.
+  const auto grid = (lazy::arange(0, 4) + lazy::zeros(shape{3, 4}, dtype::i64)).to_host<std::int64_t>();
+  const auto column = (lazy::reshape(lazy::arange(0, 3), shape{3, 1}) + lazy::zeros(shape{3, 4}, dtype::i64))
+                          .to_host<std::int64_t>();
+  for (std::int64_t i = 0; i < 3; ++i) {
+    for (std::int64_t j = 0; j < 4; ++j) {
+      CHECK(grid(i, j) == j);
+      CHECK(column(i, j) == i);
+    }
+  }
 }

@@ -24,6 +24,19 @@ namespace xlite::compile {
 
 namespace detail {
 
+// An iota in a kernel may be smaller than the kernel's index space, broadcast into it
+// (NumPy's right-aligned rule): it counts along the index space's matching axis, and along
+// an axis of length 1 it is 0.
+inline void lower_iota_axis(const ir::instruction& iota, const shape& index_space, register_step& step) {
+  const auto axis = static_cast<std::size_t>(iota.attrs.ints[0]);
+  if (iota.shape[axis] == 1) {
+    step.code = op::constant;
+    step.attrs.value = ir::literal::of(std::int64_t{0});
+    return;
+  }
+  step.attrs.ints = {static_cast<std::int64_t>(axis + index_space.rank() - iota.shape.rank())};
+}
+
 // Lowers `members` of k's group (in order) to k's register program, whose result is the
 // value `result`. Registers are reused once their last reader in the program has run.
 inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::value_id> members, ir::value_id result) {
@@ -50,6 +63,7 @@ inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::val
     step.code = ins.code;
     step.type = ins.type;
     step.attrs = ins.attrs;
+    if (ins.code == op::iota) lower_iota_axis(ins, g.instructions[result].shape, step);
     if (!ins.operands.empty()) step.operand_type = g.instructions[ins.operands.back()].type;
     for (const ir::value_id operand : ins.operands) {
       if (register_of[operand] < 0) {
@@ -63,15 +77,23 @@ inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::val
       }
       step.operands.push_back(static_cast<register_id>(register_of[operand]));
     }
-    // Free the operands this step reads last, before choosing its own register: a step
-    // may write over an operand (each lane is read before it is written).
-    for (const ir::value_id operand : ins.operands) {
-      if (last_read[operand] == s && register_of[operand] >= 0) {
-        free_registers.push_back(static_cast<register_id>(register_of[operand]));
-        register_of[operand] = -2; // freed; never read again
+    // Free the operands this step reads last. One whose lanes are at least as wide as the
+    // result's is freed before the result's register is chosen: the step may write over it,
+    // as each lane is read before the bytes of any later lane are written. A narrower one (a
+    // bool cast to float) would be overwritten ahead of its reading, so it is freed after.
+    const std::size_t result_lane = size_of(compute_dtype(ins.type));
+    const auto free_last_reads = [&](bool wide_enough) {
+      for (const ir::value_id operand : ins.operands) {
+        const bool wide = size_of(compute_dtype(g.instructions[operand].type)) >= result_lane;
+        if (last_read[operand] == s && register_of[operand] >= 0 && wide == wide_enough) {
+          free_registers.push_back(static_cast<register_id>(register_of[operand]));
+          register_of[operand] = -2; // freed; never read again
+        }
       }
-    }
+    };
+    free_last_reads(true);
     step.result = allocate();
+    free_last_reads(false);
     register_of[v] = step.result;
     k.program.push_back(std::move(step));
   }

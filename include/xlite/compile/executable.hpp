@@ -50,7 +50,7 @@ struct register_step {
   std::uint16_t input = 0;  // load: index into the kernel's inputs
   std::vector<register_id> operands;
   register_id result = 0;
-  ir::attributes attrs;     // constant's value, iota's axis
+  ir::attributes attrs;     // constant's value, iota's axis (of the kernel's index space)
 };
 
 struct kernel {

@@ -7,7 +7,8 @@
 // For each op: its name, its arity, its kind, and the rule that gives its result dtype from
 // its operands' dtypes (PyTorch's rules). The static layer fuses the element-wise ops and
 // the reductions; the lazy IR has all of them, plus the graph's sources (parameters,
-// constants, iota), the ops that move data (reshape, permute, ...) and matmul.
+// constants, iota), the ops that move data (reshape, permute, gather, ...), matmul and the
+// random number generators.
 
 #include <array>
 #include <cstddef>
@@ -29,6 +30,7 @@ enum class dtype_rule : std::uint8_t {
   to_floating,   // the operand's dtype if floating point, else float32 (exp, true division, mean)
   to_boolean,    // bool (comparisons, logical ops)
   to_index,      // int64 (argmax)
+  first,         // operand 0's dtype (gather: operand 1 holds indices)
   accumulate,    // integral and bool widen to int64, floating stays (sum, prod: as torch.sum)
   explicit_type, // chosen by the caller (cast, and the sources of a graph)
 };
@@ -37,8 +39,9 @@ enum class op_kind : std::uint8_t {
   elementwise, // one result element from the operands' elements at the same (broadcast) index
   reduction,   // combines the elements along chosen axes
   source,      // no operands: a graph's parameters and constants
-  layout,      // moves elements without computing: reshape, permute, slice, ...
+  layout,      // moves elements without computing: reshape, permute, slice, gather, ...
   contraction, // matmul
+  random,      // draws each element from a counter-based generator keyed by the operand
 };
 
 // The arity of an op that takes any number (at least one) of operands: concat.
@@ -96,7 +99,12 @@ inline constexpr std::size_t variadic = static_cast<std::size_t>(-1);
   X(broadcast_to, 1, layout, promote)                                                                                  \
   X(slice, 1, layout, promote)                                                                                         \
   X(concat, variadic, layout, promote)                                                                                 \
-  X(matmul, 2, contraction, promote)
+  X(pad, 1, layout, promote)                                                                                           \
+  X(gather, 2, layout, first)                                                                                          \
+  X(index_select, 2, layout, first)                                                                                    \
+  X(matmul, 2, contraction, promote)                                                                                   \
+  X(random_uniform, 1, random, explicit_type)                                                                          \
+  X(random_normal, 1, random, explicit_type)
 
 enum class op : std::uint8_t {
 #define XLITE_OP_ENUM(name, arity, kind, rule) name,
@@ -149,6 +157,8 @@ constexpr dtype result_dtype(op o, std::span<const dtype> operands) {
     return dtype::boolean;
   case dtype_rule::to_index:
     return dtype::i64;
+  case dtype_rule::first:
+    return operands[0];
   case dtype_rule::accumulate:
     return is_floating_point(operands[0]) ? operands[0] : dtype::i64;
   case dtype_rule::explicit_type:

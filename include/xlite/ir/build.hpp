@@ -273,6 +273,98 @@ inline node_ptr concat(std::vector<node_ptr> parts, std::int64_t axis) {
   return make_node(op::concat, type, shape(dims), std::move(parts), std::move(attrs));
 }
 
+// Low and high padding of one axis: elements added before and after it.
+struct padding {
+  std::int64_t low = 0;
+  std::int64_t high = 0;
+};
+
+// x surrounded by `fill` (numpy.pad with constant mode; torch.nn.functional.pad with the
+// amounts given per axis in order, first axis first).
+inline node_ptr pad(const node_ptr& x, std::span<const padding> widths, literal fill) {
+  const shape& in = x->shape();
+  if (widths.size() != in.rank()) {
+    throw index_error(xlite::detail::message("pad: ", widths.size(), " paddings given for shape ", in));
+  }
+  attributes attrs;
+  attrs.value = fill;
+  std::vector<std::int64_t> dims;
+  for (std::size_t a = 0; a < in.rank(); ++a) {
+    if (widths[a].low < 0 || widths[a].high < 0) {
+      throw value_error(xlite::detail::message("pad: padding (", widths[a].low, ", ", widths[a].high, ") of axis ", a,
+                                               " of shape ", in, " is negative; slice to crop"));
+    }
+    attrs.ints.insert(attrs.ints.end(), {widths[a].low, widths[a].high});
+    dims.push_back(in[a] + widths[a].low + widths[a].high);
+  }
+  if (shape(dims) == in) return x;
+  return make_node(op::pad, x->type(), shape(dims), {x}, std::move(attrs));
+}
+
+namespace detail {
+
+// The index operand of gather and index_select, as int64.
+inline node_ptr index_operand(op o, const node_ptr& index) {
+  if (category(index->type()) != dtype_category::integral) {
+    throw dtype_error(xlite::detail::message(name(o), ": indices must be integers, got ", name(index->type())));
+  }
+  return cast(index, dtype::i64);
+}
+
+} // namespace detail
+
+// torch.gather: result[p] = x[p with p[axis] replaced by index[p]]. index has x's rank and,
+// on every other axis, no more elements than x. An index outside [0, x's axis length) is an
+// index_error when the graph runs.
+inline node_ptr gather(const node_ptr& x, std::int64_t axis, const node_ptr& index) {
+  const shape &in = x->shape(), &at = index->shape();
+  const std::size_t a = normalize_axis(axis, in.rank(), "gather");
+  bool fits = at.rank() == in.rank();
+  for (std::size_t d = 0; fits && d < in.rank(); ++d) fits = d == a || at[d] <= in[d];
+  if (!fits) {
+    throw shape_error(xlite::detail::message("gather: index of shape ", at, " does not fit input of shape ", in,
+                                             " on axes other than ", a));
+  }
+  attributes attrs;
+  attrs.ints = {static_cast<std::int64_t>(a)};
+  return make_node(op::gather, x->type(), at, {x, detail::index_operand(op::gather, index)}, std::move(attrs));
+}
+
+// torch.index_select: the slices of x at positions index[0], index[1], ... along axis, for a
+// 1-D index. An index out of range is an index_error when the graph runs.
+inline node_ptr index_select(const node_ptr& x, std::int64_t axis, const node_ptr& index) {
+  const shape& in = x->shape();
+  const std::size_t a = normalize_axis(axis, in.rank(), "index_select");
+  if (index->shape().rank() != 1) {
+    throw shape_error(xlite::detail::message("index_select: index of shape ", index->shape(), " is not 1-D"));
+  }
+  std::vector<std::int64_t> dims(in.begin(), in.end());
+  dims[a] = index->shape()[0];
+  attributes attrs;
+  attrs.ints = {static_cast<std::int64_t>(a)};
+  return make_node(op::index_select, x->type(), shape(dims), {x, detail::index_operand(op::index_select, index)},
+                   std::move(attrs));
+}
+
+// ---- random numbers -----------------------------------------------------------------------------
+
+// Draws of shape s and floating-point `type` (random_uniform: in [0, 1); random_normal:
+// mean 0, standard deviation 1), keyed by the rank-0 int64 `key`. Element i is a function of
+// the key and i alone, so a draw is the same for any thread count and chunking.
+inline node_ptr random(op code, const node_ptr& key, dtype type, const shape& s) {
+  if (info(code).kind != op_kind::random) {
+    throw value_error(xlite::detail::message("random: ", name(code), " is not a random op"));
+  }
+  if (!is_floating_point(type)) {
+    throw dtype_error(xlite::detail::message(name(code), ": draws are floating point, not ", name(type)));
+  }
+  if (key->type() != dtype::i64 || key->shape().rank() != 0) {
+    throw value_error(xlite::detail::message(name(code), ": the key must be a rank-0 int64, got ", name(key->type()),
+                                             key->shape()));
+  }
+  return make_node(code, type, s, {key});
+}
+
 // ---- matmul -----------------------------------------------------------------------------------
 
 // a (..., m, k) times b (..., k, n), batch dimensions broadcast (torch.matmul for rank >= 2).

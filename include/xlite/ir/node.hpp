@@ -43,6 +43,9 @@ struct literal {
 //   permute         ints = the permutation
 //   slice           ints = start, stop, step for each axis in turn
 //   concat          ints = {axis}
+//   pad             ints = low, high padding for each axis in turn, value = the fill
+//   gather,         ints = {axis}
+//   index_select
 //   iota            ints = {axis}: the element's index along it
 //   constant        value
 // Shapes (reshape, broadcast_to) are the node's own shape.

@@ -22,17 +22,19 @@ inline void print(std::ostream& out, const instruction& ins, value_id id) {
   for (std::size_t a = 0; a < ins.shape.rank(); ++a) out << (a ? "," : "") << ins.shape[a];
   out << "] " << name(ins.code) << '(';
   if (ins.code == op::parameter) out << ins.attrs.ints[0];
-  if (ins.code == op::constant) {
+  const auto print_value = [&] {
     if (is_floating_point(ins.type)) {
       out << ins.attrs.value.real;
     } else {
       out << ins.attrs.value.integer;
     }
-  }
+  };
+  if (ins.code == op::constant) print_value();
   for (std::size_t k = 0; k < ins.operands.size(); ++k) out << (k ? ", %" : "%") << ins.operands[k];
   out << ')';
   const bool has_axes = info(ins.code).kind == op_kind::reduction || ins.code == op::permute ||
-                        ins.code == op::concat || ins.code == op::iota;
+                        ins.code == op::concat || ins.code == op::iota || ins.code == op::gather ||
+                        ins.code == op::index_select;
   if (has_axes) {
     out << (ins.code == op::permute ? ", perm={" : ", axes={");
     for (std::size_t k = 0; k < ins.attrs.ints.size(); ++k) out << (k ? "," : "") << ins.attrs.ints[k];
@@ -46,6 +48,14 @@ inline void print(std::ostream& out, const instruction& ins, value_id id) {
           << ']';
     }
     out << '}';
+  }
+  if (ins.code == op::pad) {
+    out << ", pad={";
+    for (std::size_t k = 0; k < ins.attrs.ints.size(); k += 2) {
+      out << (k ? "," : "") << '[' << ins.attrs.ints[k] << ':' << ins.attrs.ints[k + 1] << ']';
+    }
+    out << "}, fill=";
+    print_value();
   }
 }
 

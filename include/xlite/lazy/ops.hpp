@@ -36,21 +36,29 @@ inline bool special_scalars_enabled() {
   return enabled;
 }
 
-// A scalar as a node of dtype `type` on device d.
 template <scalar S>
-ir::node_ptr scalar_node(S value, dtype type, const xlite::device& d) {
-  const bool special = (value == S(0) && !std::signbit(static_cast<double>(value))) || value == S(1);
-  if (special && special_scalars_enabled()) {
-    const ir::literal literal = std::is_floating_point_v<S> ? ir::literal::of(static_cast<double>(value))
-                                                            : ir::literal::of(static_cast<std::int64_t>(value));
-    return ir::constant(literal, type);
-  }
+ir::literal literal_of(S value) {
+  return std::is_floating_point_v<S> ? ir::literal::of(static_cast<double>(value))
+                                     : ir::literal::of(static_cast<std::int64_t>(value));
+}
+
+// A scalar as a graph parameter of dtype `type` on device d: a new value, same graph.
+template <scalar S>
+ir::node_ptr scalar_parameter(S value, dtype type, const xlite::device& d) {
   auto data = runtime::make_buffer(type, shape{});
   visit_dtype(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     data->as<T>()[0] = static_cast<T>(value);
   });
   return ir::parameter(std::make_shared<runtime::device_data>(d, std::move(data)), type, shape{});
+}
+
+// A scalar as a node of dtype `type` on device d: 0 and 1 are constants, others parameters.
+template <scalar S>
+ir::node_ptr scalar_node(S value, dtype type, const xlite::device& d) {
+  const bool special = (value == S(0) && !std::signbit(static_cast<double>(value))) || value == S(1);
+  if (special && special_scalars_enabled()) return ir::constant(literal_of(value), type);
+  return scalar_parameter(value, type, d);
 }
 
 template <scalar S>
@@ -245,6 +253,28 @@ inline tensor concat(std::initializer_list<tensor> parts, std::int64_t axis = 0)
   return detail::make(parts.begin()->device(), ir::concat(std::move(nodes), axis));
 }
 
+// x surrounded by `fill`: widths[a] = {elements before, elements after} along axis a
+// (numpy.pad's pad_width with constant mode).
+template <scalar S = int>
+tensor pad(const tensor& x, std::span<const ir::padding> widths, S fill = 0) {
+  return detail::make(x.device(), ir::pad(x.node(), widths, detail::literal_of(fill)));
+}
+template <scalar S = int>
+tensor pad(const tensor& x, std::initializer_list<ir::padding> widths, S fill = 0) {
+  return pad(x, std::span(widths.begin(), widths.size()), fill);
+}
+
+// torch.gather: result[i][j] = x[index[i][j]][j] for axis 0, and so on.
+inline tensor gather(const tensor& x, std::int64_t axis, const tensor& index) {
+  return detail::make(detail::common_device("gather", {&x, &index}), ir::gather(x.node(), axis, index.node()));
+}
+
+// torch.index_select: the slices of x at the positions of the 1-D `index` along `axis`.
+inline tensor index_select(const tensor& x, std::int64_t axis, const tensor& index) {
+  return detail::make(detail::common_device("index_select", {&x, &index}),
+                      ir::index_select(x.node(), axis, index.node()));
+}
+
 inline tensor matmul(const tensor& a, const tensor& b) {
   return detail::make(detail::common_device("matmul", {&a, &b}), ir::matmul(a.node(), b.node()));
 }
@@ -261,6 +291,21 @@ inline tensor softmax(const tensor& x, std::int64_t axis = -1) {
 inline tensor log_softmax(const tensor& x, std::int64_t axis = -1) {
   const tensor shifted = x - amax(x, {axis}, true);
   return shifted - log(sum(exp(shifted), {axis}, true));
+}
+
+// torch.nn.functional.one_hot: a new last axis of `classes` elements, 1 at each index and 0
+// elsewhere (an index outside [0, classes) gives a row of zeros). Computed as
+// index == iota, so it fuses into its users.
+inline tensor one_hot(const tensor& index, std::int64_t classes, dtype type = dtype::i64) {
+  if (category(index.type()) != dtype_category::integral) {
+    throw dtype_error(xlite::detail::message("one_hot: indices must be integers, got ", name(index.type())));
+  }
+  if (classes < 1) throw value_error(xlite::detail::message("one_hot: classes must be positive, got ", classes));
+  std::vector<std::int64_t> dims(index.shape().begin(), index.shape().end());
+  dims.push_back(1);
+  const tensor column = reshape(index, shape(dims));
+  const tensor classes_row = detail::make(index.device(), ir::iota(index.type(), shape{classes}, 0));
+  return cast(column == classes_row, type);
 }
 
 } // namespace xlite::lazy

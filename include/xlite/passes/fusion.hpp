@@ -1,8 +1,8 @@
 #pragma once
 
 // Element-wise fusion: partitions a graph into kernels. An element-wise kernel evaluates a
-// DAG of element-wise ops (with the constants, iotas, casts and broadcasts they read) in one
-// pass over its result, so only its root is written to memory. A reduction over the
+// DAG of element-wise ops (with the constants, iotas, random draws, casts and broadcasts
+// they read) in one pass over its result, so only its root is written to memory. A reduction over the
 // innermost axis (sum, mean, prod, max, min) is a fusion sink: the element-wise ops that
 // feed it are computed piece by piece as it reduces, never stored. Every other op (argmax,
 // other reductions, layout, matmul) is a kernel of its own. Parameters are not kernels:
@@ -36,8 +36,9 @@ struct fusion_plan {
 
 // Whether an instruction can be part of an element-wise kernel.
 inline bool fusible(const ir::instruction& ins) {
-  return info(ins.code).kind == op_kind::elementwise || ins.code == op::broadcast_to || ins.code == op::constant ||
-         ins.code == op::iota;
+  const op_kind kind = info(ins.code).kind;
+  return kind == op_kind::elementwise || kind == op_kind::random || ins.code == op::broadcast_to ||
+         ins.code == op::constant || ins.code == op::iota;
 }
 
 // Whether reduction instruction `ins` can compute its operand as it goes: it reads its

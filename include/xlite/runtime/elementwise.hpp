@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "xlite/core/thread_pool.hpp"
 #include "xlite/kernels/convert.hpp"
 #include "xlite/kernels/elementwise.hpp"
+#include "xlite/kernels/random.hpp"
 #include "xlite/kernels/simd.hpp"
 #include "xlite/runtime/buffer.hpp"
 
@@ -358,6 +360,23 @@ inline void compute_step(const kernel_context& c, const compile::register_step& 
       for (std::size_t a = axis + 1; a < s.rank(); ++a) inner *= s[a];
       C* values = reinterpret_cast<C*>(result);
       for (std::int64_t i = 0; i < n; ++i) values[i] = static_cast<C>((begin + i) / inner % s[axis]);
+    });
+    break;
+  case op::random_uniform:
+  case op::random_normal:
+    visit_dtype(step.type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      if constexpr (std::is_floating_point_v<C>) {
+        const auto key = static_cast<std::uint64_t>(*reinterpret_cast<const std::int64_t*>(in[0]));
+        C* values = reinterpret_cast<C*>(result);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const kernels::philox_block bits = kernels::random_bits(key, static_cast<std::uint64_t>(begin + i));
+          values[i] = static_cast<C>(step.code == op::random_uniform
+                                         ? kernels::uniform_from_bits(bits, std::numeric_limits<T>::digits)
+                                         : kernels::normal_from_bits(bits));
+        }
+      }
     });
     break;
   case op::broadcast_to:

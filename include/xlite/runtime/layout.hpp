@@ -1,8 +1,10 @@
 #pragma once
 
-// Runs the ops that move elements without computing: reshape, permute, slice, concat. Each
-// is a strided copy: the result's index walked in row-major order, the operand read at
-// offset + sum(position * stride). Elements are copied as raw bytes of their size.
+// Runs the ops that move elements without computing: reshape, permute, slice, concat, pad,
+// gather, index_select. Each but the last two is a strided copy: the result's index walked
+// in row-major order, the operand read at offset + sum(position * stride). gather and
+// index_select read their position along one axis from an index tensor. Elements are copied
+// as raw bytes of their size.
 
 #include <algorithm>
 #include <array>
@@ -10,6 +12,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "xlite/core/dtype_dispatch.hpp"
+#include "xlite/core/error.hpp"
 #include "xlite/core/op.hpp"
 #include "xlite/core/thread_pool.hpp"
 #include "xlite/ir/graph.hpp"
@@ -57,6 +61,33 @@ void copy_strided(const E* src, const strides_t& src_strides, std::int64_t src_o
         d -= dst_strides[a] * extent[a];
         position[a] = 0;
       }
+    }
+  });
+}
+
+// dst[p] = src[p with p[axis] replaced by index[sum(p * index_strides)]] for every index p
+// of `extent` (gather: the index's own strides; index_select: 1 along `axis`, else 0).
+template <class E>
+void take_along_axis(const E* src, const shape& src_shape, const std::int64_t* index, const strides_t& index_strides,
+                     std::size_t axis, E* dst, const shape& extent, op code, thread_pool& pool) {
+  const std::size_t rank = extent.rank();
+  const strides_t src_strides = row_major_strides(src_shape);
+  pool.parallel_for(extent.numel(), 1 << 14, [&](std::int64_t begin, std::int64_t end) {
+    std::array<std::int64_t, max_rank> position{};
+    for (std::int64_t i = begin; i < end; ++i) {
+      std::int64_t rest = i, s = 0, at = 0;
+      for (std::size_t a = rank; a-- > 0;) {
+        position[a] = rest % extent[a];
+        rest /= extent[a];
+        at += position[a] * index_strides[a];
+        if (a != axis) s += position[a] * src_strides[a];
+      }
+      const std::int64_t j = index[at];
+      if (j < 0 || j >= src_shape[axis]) {
+        throw index_error(xlite::detail::message(name(code), ": index ", j, " is out of range for axis ", axis,
+                                                 " of shape ", src_shape));
+      }
+      dst[i] = src[s + j * src_strides[axis]];
     }
   });
 }
@@ -116,6 +147,32 @@ inline void run_layout(const ir::instruction& ins, std::span<const buffer* const
                              out_strides, start * out_strides[axis], part->shape(), pool);
         start += part->shape()[axis];
       }
+      break;
+    }
+    case op::pad: {
+      // The fill everywhere, then the operand into the interior.
+      visit_dtype(ins.type, [&](auto value_tag) {
+        using T = typename decltype(value_tag)::type;
+        const T fill = is_floating_point(ins.type) ? static_cast<T>(ins.attrs.value.real)
+                                                   : static_cast<T>(ins.attrs.value.integer);
+        std::fill_n(reinterpret_cast<T*>(out.data()), out.shape().numel(), fill);
+      });
+      std::int64_t offset = 0;
+      for (std::size_t a = 0; a < in_shape.rank(); ++a) offset += ins.attrs.ints[2 * a] * out_strides[a];
+      detail::copy_strided(src, in_strides, 0, dst, out_strides, offset, in_shape, pool);
+      break;
+    }
+    case op::gather:
+    case op::index_select: {
+      const auto axis = static_cast<std::size_t>(ins.attrs.ints[0]);
+      detail::strides_t index_strides{};
+      if (ins.code == op::gather) {
+        index_strides = out_strides;
+      } else {
+        index_strides[axis] = 1;
+      }
+      detail::take_along_axis(src, in_shape, inputs[1]->as<std::int64_t>(), index_strides, axis, dst, out.shape(),
+                              ins.code, pool);
       break;
     }
     default:
