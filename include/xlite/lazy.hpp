@@ -3,6 +3,7 @@
 // Lazy tensors: ops are recorded as a graph, compiled once per distinct graph at a barrier
 // (mark_step), and run as fused kernels on a device.
 
+#include "xlite/lazy/control.hpp"
 #include "xlite/lazy/factories.hpp"
 #include "xlite/lazy/ops.hpp"
 #include "xlite/lazy/random.hpp"

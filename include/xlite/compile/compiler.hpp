@@ -115,13 +115,15 @@ inline executable_ptr compile_graph(ir::graph g) {
   log << "buffers: " << result->buffers.slot_bytes.size() << " slots, " << result->buffers.in_place_count
       << " in place\n";
   for (const passes::kernel_group& group : fusion.kernels) {
-    kernel k{group, {}, 0, 0};
+    kernel k;
+    k.group = group;
     if (group.elementwise) {
       detail::lower_program(g, k, group.members, group.root);
     } else if (group.members.size() > 1) { // a reduction with its operand fused in
       const std::span<const ir::value_id> producers(group.members.data(), group.members.size() - 1);
       detail::lower_program(g, k, producers, g.instructions[group.root].operands[0]);
     }
+    for (const auto& sub : g.instructions[group.root].attrs.subgraphs) k.subprograms.push_back(compile_graph(*sub));
     result->kernels.push_back(std::move(k));
   }
   result->program = std::move(g);

@@ -53,11 +53,15 @@ struct register_step {
   ir::attributes attrs;     // constant's value, iota's axis (of the kernel's index space)
 };
 
+struct executable;
+using executable_ptr = std::shared_ptr<const executable>;
+
 struct kernel {
   passes::kernel_group group;
   std::vector<register_step> program; // element-wise kernels only
   register_id result_register = 0;
   std::uint16_t register_count = 0;
+  std::vector<executable_ptr> subprograms; // a control op's subgraphs, compiled
 };
 
 struct executable {
@@ -67,7 +71,5 @@ struct executable {
   passes::buffer_plan buffers;
   std::string pass_log;     // what each pass did, for debugging
 };
-
-using executable_ptr = std::shared_ptr<const executable>;
 
 } // namespace xlite::compile

@@ -7,8 +7,8 @@
 // For each op: its name, its arity, its kind, and the rule that gives its result dtype from
 // its operands' dtypes (PyTorch's rules). The static layer fuses the element-wise ops and
 // the reductions; the lazy IR has all of them, plus the graph's sources (parameters,
-// constants, iota), the ops that move data (reshape, permute, gather, ...), matmul and the
-// random number generators.
+// constants, iota), the ops that move data (reshape, permute, gather, ...), matmul, the
+// random number generators and control flow.
 
 #include <array>
 #include <cstddef>
@@ -42,6 +42,7 @@ enum class op_kind : std::uint8_t {
   layout,      // moves elements without computing: reshape, permute, slice, gather, ...
   contraction, // matmul
   random,      // draws each element from a counter-based generator keyed by the operand
+  control,     // runs subgraphs (while_loop, cond) and picks one of their results
 };
 
 // The arity of an op that takes any number (at least one) of operands: concat.
@@ -104,7 +105,10 @@ inline constexpr std::size_t variadic = static_cast<std::size_t>(-1);
   X(index_select, 2, layout, first)                                                                                    \
   X(matmul, 2, contraction, promote)                                                                                   \
   X(random_uniform, 1, random, explicit_type)                                                                          \
-  X(random_normal, 1, random, explicit_type)
+  X(random_normal, 1, random, explicit_type)                                                                           \
+  X(while_loop, variadic, control, explicit_type)                                                                      \
+  X(cond, variadic, control, explicit_type)                                                                            \
+  X(tuple_element, 1, control, explicit_type)
 
 enum class op : std::uint8_t {
 #define XLITE_OP_ENUM(name, arity, kind, rule) name,

@@ -48,12 +48,24 @@ struct captured_graph {
 };
 
 // The graph that computes `outputs` from a trace. Nodes reached along several paths appear
-// once; so does a parameter source held by several parameter nodes.
-inline captured_graph capture(std::span<const node_ptr> outputs) {
+// once; so does a parameter source held by several parameter nodes. The `boundary` nodes,
+// whatever they compute, become parameters 0, 1, ... in that order, and the walk does not go
+// below them: this is how a control op's subgraph reads the values it is given.
+inline captured_graph capture(std::span<const node_ptr> outputs, std::span<const node_ptr> boundary = {}) {
   captured_graph result;
   graph& g = result.program;
   std::unordered_map<const node*, value_id> index;
   std::unordered_map<const parameter_source*, value_id> parameter_index;
+  const auto add_parameter = [&](const node& n) {
+    instruction ins{op::parameter, n.type(), n.shape(), {}, {}};
+    ins.attrs.ints = {static_cast<std::int64_t>(g.parameter_count++)};
+    result.parameters.push_back(n.code() == op::parameter ? n.source() : nullptr);
+    g.instructions.push_back(std::move(ins));
+    return static_cast<value_id>(g.instructions.size() - 1);
+  };
+  for (const node_ptr& b : boundary) {
+    if (!index.contains(b.get())) index.emplace(b.get(), add_parameter(*b));
+  }
   // Iterative post-order walk: deep traces (a loop of thousands of steps) must not
   // overflow the stack.
   std::vector<std::pair<const node*, std::size_t>> stack; // node, next operand to visit
@@ -70,18 +82,14 @@ inline captured_graph capture(std::span<const node_ptr> outputs) {
         if (!index.contains(operand)) stack.emplace_back(operand, 0);
         continue;
       }
-      instruction ins{n->code(), n->type(), n->shape(), {}, n->attrs()};
       if (n->code() == op::parameter) {
-        const auto [it, added] =
-            parameter_index.try_emplace(n->source().get(), static_cast<value_id>(g.instructions.size()));
-        if (!added) {
-          index.emplace(n, it->second);
-          stack.pop_back();
-          continue;
-        }
-        ins.attrs.ints = {static_cast<std::int64_t>(g.parameter_count++)};
-        result.parameters.push_back(n->source());
+        const auto [it, added] = parameter_index.try_emplace(n->source().get(), 0);
+        if (added) it->second = add_parameter(*n);
+        index.emplace(n, it->second);
+        stack.pop_back();
+        continue;
       }
+      instruction ins{n->code(), n->type(), n->shape(), {}, n->attrs()};
       ins.operands.reserve(n->operands().size());
       for (const node_ptr& operand : n->operands()) ins.operands.push_back(index.at(operand.get()));
       index.emplace(n, static_cast<value_id>(g.instructions.size()));
@@ -113,8 +121,8 @@ struct hasher {
 
 } // namespace detail
 
-// Covers ops, dtypes, shapes, attributes (constants included), operand wiring, parameter
-// positions and outputs; not parameter values. Equal graphs hash equal.
+// Covers ops, dtypes, shapes, attributes (constants and subgraphs included), operand
+// wiring, parameter positions and outputs; not parameter values. Equal graphs hash equal.
 inline std::uint64_t structural_hash(const graph& g) {
   detail::hasher h;
   h.add(g.instructions.size());
@@ -129,6 +137,8 @@ inline std::uint64_t structural_hash(const graph& g) {
     h.add(ins.attrs.flag);
     h.add(std::bit_cast<std::uint64_t>(ins.attrs.value.real));
     h.add(static_cast<std::uint64_t>(ins.attrs.value.integer));
+    h.add(ins.attrs.subgraphs.size());
+    for (const auto& sub : ins.attrs.subgraphs) h.add(structural_hash(*sub));
   }
   h.add(g.outputs.size());
   for (const value_id out : g.outputs) h.add(out);

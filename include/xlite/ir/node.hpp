@@ -48,11 +48,19 @@ struct literal {
 //   index_select
 //   iota            ints = {axis}: the element's index along it
 //   constant        value
+//   while_loop      ints = {loop variables}, subgraphs = {cond, body}
+//   cond            subgraphs = {on_true, on_false}
+//   tuple_element   ints = {which result of its while_loop or cond operand}
 // Shapes (reshape, broadcast_to) are the node's own shape.
+struct graph;
+
 struct attributes {
   std::vector<std::int64_t> ints;
   bool flag = false;
   literal value;
+  // The programs a control op runs. Parameter k of each reads the control op's k-th operand
+  // (cond's after its predicate).
+  std::vector<std::shared_ptr<const graph>> subgraphs;
   friend bool operator==(const attributes&, const attributes&) = default;
 };
 

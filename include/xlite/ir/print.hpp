@@ -18,9 +18,15 @@
 namespace xlite::ir {
 
 inline void print(std::ostream& out, const instruction& ins, value_id id) {
-  out << '%' << id << " = " << name(ins.type) << '[';
-  for (std::size_t a = 0; a < ins.shape.rank(); ++a) out << (a ? "," : "") << ins.shape[a];
-  out << "] " << name(ins.code) << '(';
+  out << '%' << id << " = ";
+  if (ins.code == op::while_loop || ins.code == op::cond) {
+    out << "tuple";
+  } else {
+    out << name(ins.type) << '[';
+    for (std::size_t a = 0; a < ins.shape.rank(); ++a) out << (a ? "," : "") << ins.shape[a];
+    out << ']';
+  }
+  out << ' ' << name(ins.code) << '(';
   if (ins.code == op::parameter) out << ins.attrs.ints[0];
   const auto print_value = [&] {
     if (is_floating_point(ins.type)) {
@@ -32,6 +38,8 @@ inline void print(std::ostream& out, const instruction& ins, value_id id) {
   if (ins.code == op::constant) print_value();
   for (std::size_t k = 0; k < ins.operands.size(); ++k) out << (k ? ", %" : "%") << ins.operands[k];
   out << ')';
+  if (ins.code == op::tuple_element) out << ", index=" << ins.attrs.ints[0];
+  if (ins.code == op::while_loop) out << ", state=" << ins.attrs.ints[0];
   const bool has_axes = info(ins.code).kind == op_kind::reduction || ins.code == op::permute ||
                         ins.code == op::concat || ins.code == op::iota || ins.code == op::gather ||
                         ins.code == op::index_select;
@@ -59,14 +67,33 @@ inline void print(std::ostream& out, const instruction& ins, value_id id) {
   }
 }
 
-inline std::ostream& operator<<(std::ostream& out, const graph& g) {
+namespace detail {
+
+// A control op's subgraphs follow it, indented, each under its role.
+inline void print_graph(std::ostream& out, const graph& g, const std::string& indent) {
   for (std::size_t id = 0; id < g.instructions.size(); ++id) {
-    print(out, g.instructions[id], static_cast<value_id>(id));
+    const instruction& ins = g.instructions[id];
+    out << indent;
+    print(out, ins, static_cast<value_id>(id));
     out << '\n';
+    for (std::size_t k = 0; k < ins.attrs.subgraphs.size(); ++k) {
+      static constexpr const char* while_roles[] = {"cond", "body"};
+      static constexpr const char* cond_roles[] = {"on_true", "on_false"};
+      out << indent << "  " << (ins.code == op::while_loop ? while_roles[k] : cond_roles[k]) << " {\n";
+      print_graph(out, *ins.attrs.subgraphs[k], indent + "    ");
+      out << indent << "  }\n";
+    }
   }
-  out << "outputs:";
+  out << indent << "outputs:";
   for (const value_id v : g.outputs) out << " %" << v;
-  return out << '\n';
+  out << '\n';
+}
+
+} // namespace detail
+
+inline std::ostream& operator<<(std::ostream& out, const graph& g) {
+  detail::print_graph(out, g, "");
+  return out;
 }
 
 inline std::string to_text(const graph& g) {

@@ -44,8 +44,12 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states) {
   try {
     ir::captured_graph captured = ir::capture(outputs);
     for (const auto& p : captured.parameters) {
-      parameters.push_back(std::const_pointer_cast<runtime::device_data>(
-          std::static_pointer_cast<const runtime::device_data>(p)));
+      auto data = std::dynamic_pointer_cast<const runtime::device_data>(p);
+      if (!data) {
+        throw value_error("a tensor traced inside a while_loop or cond body was used outside that body; "
+                          "return it from the body instead");
+      }
+      parameters.push_back(std::const_pointer_cast<runtime::device_data>(std::move(data)));
     }
     const std::uint64_t hash = ir::structural_hash(captured.program);
     exe = compile::default_cache().find(hash);

@@ -60,6 +60,20 @@ inline trace_registry& registry() {
   return r;
 }
 
+// How many control-flow bodies this thread is tracing. Tensors made in a body are parts of
+// its subgraph, not of the step: the barrier must not see them.
+inline int& body_depth() {
+  thread_local int depth = 0;
+  return depth;
+}
+
+struct body_trace_scope {
+  body_trace_scope() { ++body_depth(); }
+  ~body_trace_scope() { --body_depth(); }
+  body_trace_scope(const body_trace_scope&) = delete;
+  body_trace_scope& operator=(const body_trace_scope&) = delete;
+};
+
 } // namespace detail
 
 class tensor {
@@ -73,7 +87,7 @@ public:
   tensor(const xlite::device& d, ir::node_ptr node)
       : state_(std::make_shared<detail::tensor_state>(
             detail::tensor_state{d, node->type(), node->shape(), std::move(node), nullptr, nullptr})) {
-    detail::registry().add(state_);
+    if (detail::body_depth() == 0) detail::registry().add(state_);
   }
 
   // Copies host data to device d (TransferToDevice).

@@ -2,9 +2,12 @@
 
 // The CPU executor: runs an executable's kernels in order on the parameters' buffers and
 // returns the outputs' buffers. Intermediate buffers follow the plan (passes/buffer_plan.hpp)
-// and live for one run.
+// and live for one run. Control ops run their compiled subgraphs through the executor
+// again: a while_loop runs its cond and body until cond is false, a cond one branch.
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
@@ -20,6 +23,43 @@
 #include "xlite/runtime/reduce.hpp"
 
 namespace xlite::runtime {
+
+inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span<const buffer_ptr> parameters,
+                                       thread_pool& pool);
+
+namespace detail {
+
+// The results of control op `root` (kernel k) on its operands' buffers.
+inline std::vector<buffer_ptr> run_control(const compile::kernel& k, const ir::instruction& root,
+                                           std::span<const buffer_ptr> operands, thread_pool& pool) {
+  const auto is_true = [](const buffer_ptr& b) { return b->as<std::uint8_t>()[0] != 0; };
+  std::vector<buffer_ptr> results;
+  if (root.code == op::cond) {
+    results = execute(*k.subprograms[is_true(operands[0]) ? 0 : 1], operands.subspan(1), pool);
+  } else {
+    // The state is the first `ints[0]` operands; the captured values after it stay.
+    std::vector<buffer_ptr> state(operands.begin(), operands.end());
+    const auto loop_variables = static_cast<std::size_t>(root.attrs.ints[0]);
+    while (is_true(execute(*k.subprograms[0], state, pool)[0])) {
+      std::vector<buffer_ptr> next = execute(*k.subprograms[1], state, pool);
+      std::move(next.begin(), next.end(), state.begin());
+    }
+    state.resize(loop_variables);
+    results = std::move(state);
+  }
+  // A result may be an operand passed through (a loop that never ran): copy it, so the
+  // plan may reuse the operand's buffer when it dies.
+  for (buffer_ptr& r : results) {
+    if (std::ranges::find(operands, r) != operands.end()) {
+      auto copy = make_buffer(r->type(), r->shape());
+      std::memcpy(copy->data(), r->data(), static_cast<std::size_t>(r->byte_size()));
+      r = std::move(copy);
+    }
+  }
+  return results;
+}
+
+} // namespace detail
 
 inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span<const buffer_ptr> parameters,
                                        thread_pool& pool) {
@@ -41,8 +81,20 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
   }
   std::vector<buffer_ptr> slots(exe.buffers.slot_bytes.size());
   std::vector<const buffer*> inputs;
+  std::vector<std::vector<buffer_ptr>> control_results(g.instructions.size());
   for (const compile::kernel& k : exe.kernels) {
     const ir::instruction& root = g.instructions[k.group.root];
+    // Control results are buffers of the subprograms' runs, not of this plan's slots.
+    if (root.code == op::tuple_element) {
+      value[k.group.root] = control_results[root.operands[0]][static_cast<std::size_t>(root.attrs.ints[0])];
+      continue;
+    }
+    if (info(root.code).kind == op_kind::control) {
+      std::vector<buffer_ptr> operands;
+      for (const ir::value_id v : root.operands) operands.push_back(value[v]);
+      control_results[k.group.root] = detail::run_control(k, root, operands, pool);
+      continue;
+    }
     buffer_ptr& slot = slots[exe.buffers.slot_of[k.group.root]];
     if (!slot) {
       slot = make_buffer(root.type, root.shape);
