@@ -291,6 +291,24 @@ TEST_CASE("batched matmul with broadcast batches equals a double loop", "[lazy][
   CHECK(diff.item<float>() < 1e-6f);
 }
 
+TEST_CASE("an element-wise epilogue fused into a matmul gives the unfused result bitwise", "[lazy][ops]") {
+  // Shapes with many GEMM regions, and threads, and a batch; float and bfloat16.
+  for (const auto& [sa, sb] : std::vector<std::pair<shape, shape>>{{{300, 170}, {170, 260}}, {{3, 33, 17}, {17, 9}}}) {
+    for (const dtype type : {dtype::f32, dtype::bf16}) {
+      const auto a = lazy::cast(lazy::tensor::from(random_tensor<float>(sa)), type);
+      const auto b = lazy::cast(lazy::tensor::from(random_tensor<float>(sb)), type);
+      const auto bias = lazy::cast(lazy::tensor::from(random_tensor<float>(shape{sb[sb.rank() - 1]})), type);
+      mark_step();
+      const auto fused = lazy::cast(lazy::relu(lazy::matmul(a, b) + bias) * 0.5f, dtype::f32).to_host<float>();
+      const auto product = lazy::matmul(a, b);
+      mark_step(); // the product is data now: the epilogue runs as a kernel of its own
+      const auto apart = lazy::cast(lazy::relu(product + bias) * 0.5f, dtype::f32).to_host<float>();
+      INFO(sa << " x " << sb << " " << name(type));
+      CHECK(same_bits(fused, apart));
+    }
+  }
+}
+
 TEST_CASE("factories make their values on the device", "[lazy][ops]") {
   CHECK(same_bits(lazy::arange(0, 5).to_host<std::int64_t>(), xlite::tensor<std::int64_t>({0, 1, 2, 3, 4})));
   CHECK(same_bits(lazy::arange(1.0f, 2.0f, 0.25f).to_host<float>(), xlite::tensor<float>({1, 1.25f, 1.5f, 1.75f})));

@@ -99,7 +99,21 @@ TEST_CASE("a chain of element-wise ops fuses into one kernel; reductions and mat
   // A column sum reads its operand across rows: relu(...) is a kernel of its own.
   const std::vector<std::int64_t> columns{0};
   auto g4 = graph_of({ir::reduce(op::sum, h, columns, false)});
-  CHECK(passes::fuse_elementwise(g4).kernels.size() == 3);
+  const auto plan4 = passes::fuse_elementwise(g4);
+  REQUIRE(plan4.kernels.size() == 3);
+  // ... and relu(matmul + bias) runs as the matmul's epilogue, right after it.
+  CHECK(g4.instructions[plan4.kernels[0].root].code == op::matmul);
+  CHECK(plan4.kernels[1].matmul_epilogue);
+  CHECK(plan4.kernels[1].root == g4.instructions[plan4.kernels[2].root].operands[0]);
+  // Not when the epilogue reads a value computed after the matmul: it could not run yet.
+  auto late = graph_of({ir::elementwise(op::relu, {binary(op::add, ir::matmul(a, b), ir::elementwise(op::exp, {bias}))})});
+  const auto late_plan = passes::fuse_elementwise(late);
+  REQUIRE(late_plan.kernels.size() == 3);
+  CHECK_FALSE(late_plan.kernels[2].matmul_epilogue);
+  // Nor when another kernel reads the product too.
+  const auto product = ir::matmul(a, b);
+  auto shared = graph_of({ir::elementwise(op::relu, {product}), ir::reduce(op::sum, product, columns, false)});
+  for (const auto& k : passes::fuse_elementwise(shared).kernels) CHECK_FALSE(k.matmul_epilogue);
 
   // A value two kernels read is written once, not recomputed.
   const auto e = ir::elementwise(op::exp, {x});

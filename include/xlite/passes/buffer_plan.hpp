@@ -45,6 +45,7 @@ inline buffer_plan plan_buffers(const ir::graph& g, const fusion_plan& fusion) {
     return plan.slot_of[v] != buffer_plan::no_slot && !is_output[v] && g.instructions[v].code != op::parameter;
   };
   std::multimap<std::int64_t, std::size_t> free_slots; // bytes -> slot
+  std::vector<ir::value_id> dying;                      // values whose slots free after this kernel
   for (std::size_t k = 0; k < fusion.kernels.size(); ++k) {
     const kernel_group& kernel = fusion.kernels[k];
     const ir::instruction& root = g.instructions[kernel.root];
@@ -71,9 +72,14 @@ inline buffer_plan plan_buffers(const ir::graph& g, const fusion_plan& fusion) {
       plan.slot_is_output.push_back(is_output[kernel.root]);
     }
     for (const ir::value_id input : kernel.inputs) {
-      if (input != taken_over && reusable(input) && last_use[input] == k) {
-        free_slots.emplace(plan.slot_bytes[plan.slot_of[input]], plan.slot_of[input]);
-      }
+      if (input != taken_over && reusable(input) && last_use[input] == k) dying.push_back(input);
+    }
+    // A matmul's operands are read until its epilogue is done: its epilogue's result must
+    // not take their memory.
+    const bool epilogue_next = k + 1 < fusion.kernels.size() && fusion.kernels[k + 1].matmul_epilogue;
+    if (!epilogue_next) {
+      for (const ir::value_id input : dying) free_slots.emplace(plan.slot_bytes[plan.slot_of[input]], plan.slot_of[input]);
+      dying.clear();
     }
   }
   return plan;

@@ -12,6 +12,11 @@
 // not an output of the graph, and it does not repeat work: an op with fewer elements than
 // the kernel's result (a (n,) value under a (m, n) result) would be computed m times, so it
 // is a kernel of its own, unless it is a cheap source (constant, iota) or a broadcast.
+//
+// A matmul's epilogue: an element-wise kernel over the product's shape (relu(matmul(a, b) +
+// bias)) that is the product's only reader runs on each region of the product as the GEMM
+// finishes it, so the product is never read back from memory. It moves up to just after
+// the matmul, which needs its other inputs to be ready before the matmul runs.
 
 #include <algorithm>
 #include <cstddef>
@@ -28,6 +33,9 @@ struct kernel_group {
   std::vector<ir::value_id> members; // in topological order, root last
   std::vector<ir::value_id> inputs;  // values it reads from memory, each once, in first-use order
   bool elementwise = false;          // an element-wise kernel (else a single other op)
+  // An element-wise kernel that runs as the epilogue of the matmul kernel just before it:
+  // on each region of the product as the GEMM finishes it, while it is in cache.
+  bool matmul_epilogue = false;
 };
 
 struct fusion_plan {
@@ -48,6 +56,38 @@ inline bool reduction_sink(const ir::graph& g, const ir::instruction& ins) {
   const std::size_t rank = g.instructions[ins.operands[0]].shape.rank();
   return rank == 0 || std::ranges::find(ins.attrs.ints, static_cast<std::int64_t>(rank - 1)) != ins.attrs.ints.end();
 }
+
+namespace detail {
+
+inline void place_matmul_epilogues(const ir::graph& g, fusion_plan& plan,
+                                   const std::vector<std::vector<ir::value_id>>& users,
+                                   const std::vector<bool>& is_output) {
+  for (std::size_t e = 0; e < plan.kernels.size(); ++e) {
+    kernel_group& epilogue = plan.kernels[e];
+    if (!epilogue.elementwise) continue;
+    const ir::instruction& root = g.instructions[epilogue.root];
+    for (const ir::value_id product : epilogue.inputs) {
+      const ir::instruction& mm = g.instructions[product];
+      const auto member = [&](ir::value_id u) { return std::ranges::find(epilogue.members, u) != epilogue.members.end(); };
+      const bool ready_before = std::ranges::all_of(epilogue.inputs, [&](ir::value_id v) {
+        return v == product || v < product || g.instructions[v].code == op::parameter;
+      });
+      if (mm.code != op::matmul || is_output[product] || mm.shape != root.shape ||
+          !std::ranges::all_of(users[product], member) || !ready_before) {
+        continue;
+      }
+      const auto producer = std::ranges::find_if(plan.kernels, [&](const kernel_group& k) { return k.root == product; });
+      const auto at = static_cast<std::size_t>(producer - plan.kernels.begin());
+      epilogue.matmul_epilogue = true;
+      std::rotate(plan.kernels.begin() + static_cast<std::ptrdiff_t>(at) + 1,
+                  plan.kernels.begin() + static_cast<std::ptrdiff_t>(e),
+                  plan.kernels.begin() + static_cast<std::ptrdiff_t>(e) + 1);
+      break;
+    }
+  }
+}
+
+} // namespace detail
 
 inline fusion_plan fuse_elementwise(const ir::graph& g) {
   const std::size_t count = g.instructions.size();
@@ -100,6 +140,7 @@ inline fusion_plan fuse_elementwise(const ir::graph& g) {
   // Roots were found from the last instruction back; a kernel's inputs are roots (or
   // parameters) before its own root, so ascending roots is a valid order.
   std::ranges::reverse(plan.kernels);
+  detail::place_matmul_epilogues(g, plan, users, is_output);
   return plan;
 }
 

@@ -457,29 +457,45 @@ inline const std::byte* evaluate_chunk(const kernel_context& c, register_file& r
 
 } // namespace detail
 
+namespace detail {
+
+// Evaluates elements [begin, end) of k's result into `out`, chunk by chunk, on this thread.
+inline void evaluate_range(const kernel_context& c, buffer& out, std::int64_t range_begin, std::int64_t range_end,
+                           bool streaming) {
+  register_file& regs = thread_registers();
+  regs.reserve(c.k.register_count);
+  for (std::int64_t begin = range_begin; begin < range_end; begin += chunk_elements) {
+    const std::int64_t n = std::min(chunk_elements, range_end - begin);
+    const std::byte* result = evaluate_chunk(c, regs, begin, n);
+    visit_dtype(out.type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      store_values(out.as<T>() + begin, reinterpret_cast<const compute_t<T>*>(result), n, streaming);
+    });
+  }
+}
+
+} // namespace detail
+
 // Runs element-wise kernel k: inputs in the order of k.group.inputs, result into `out`
 // (which may be one of the inputs: see passes/buffer_plan.hpp).
 inline void run_elementwise(const compile::kernel& k, std::span<const buffer* const> inputs, buffer& out,
                             thread_pool& pool) {
   const detail::kernel_context c{k, inputs, out.shape()};
-  const std::int64_t total = out.shape().numel();
   // Enough chunks per task that the split costs little; task boundaries are chunk
   // boundaries, so the threads never share a cache line of the result.
   const std::int64_t grain = detail::chunk_elements * 16;
   const bool streaming = kernels::streaming_pays(static_cast<std::size_t>(out.byte_size()));
-  pool.parallel_for(total, grain, [&](std::int64_t task_begin, std::int64_t task_end) {
-    detail::register_file& regs = detail::thread_registers();
-    regs.reserve(k.register_count);
-    for (std::int64_t begin = task_begin; begin < task_end; begin += detail::chunk_elements) {
-      const std::int64_t n = std::min(detail::chunk_elements, task_end - begin);
-      const std::byte* result = detail::evaluate_chunk(c, regs, begin, n);
-      visit_dtype(out.type(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        detail::store_values(out.as<T>() + begin, reinterpret_cast<const detail::compute_t<T>*>(result), n, streaming);
-      });
-    }
+  pool.parallel_for(out.shape().numel(), grain, [&](std::int64_t begin, std::int64_t end) {
+    detail::evaluate_range(c, out, begin, end, streaming);
     if (streaming) kernels::streaming_fence();
   });
+}
+
+// Runs elements [begin, end) of element-wise kernel k on this thread: a matmul epilogue's
+// share of a region the GEMM has finished.
+inline void run_elementwise_range(const compile::kernel& k, std::span<const buffer* const> inputs, buffer& out,
+                                  std::int64_t begin, std::int64_t end) {
+  detail::evaluate_range(detail::kernel_context{k, inputs, out.shape()}, out, begin, end, false);
 }
 
 } // namespace xlite::runtime

@@ -80,9 +80,24 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
     value[i] = p;
   }
   std::vector<buffer_ptr> slots(exe.buffers.slot_bytes.size());
-  std::vector<const buffer*> inputs;
+  const auto slot_for = [&](const compile::kernel& k) -> buffer_ptr& {
+    const ir::instruction& root = g.instructions[k.group.root];
+    buffer_ptr& slot = slots[exe.buffers.slot_of[k.group.root]];
+    if (!slot) {
+      slot = make_buffer(root.type, root.shape);
+    } else {
+      slot->reinterpret(root.type, root.shape);
+    }
+    return slot;
+  };
+  const auto inputs_of = [&](const compile::kernel& k) {
+    std::vector<const buffer*> inputs;
+    for (const ir::value_id v : k.group.inputs) inputs.push_back(value[v].get());
+    return inputs;
+  };
   std::vector<std::vector<buffer_ptr>> control_results(g.instructions.size());
-  for (const compile::kernel& k : exe.kernels) {
+  for (std::size_t i = 0; i < exe.kernels.size(); ++i) {
+    const compile::kernel& k = exe.kernels[i];
     const ir::instruction& root = g.instructions[k.group.root];
     // Control results are buffers of the subprograms' runs, not of this plan's slots.
     if (root.code == op::tuple_element) {
@@ -95,27 +110,32 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
       control_results[k.group.root] = detail::run_control(k, root, operands, pool);
       continue;
     }
-    buffer_ptr& slot = slots[exe.buffers.slot_of[k.group.root]];
-    if (!slot) {
-      slot = make_buffer(root.type, root.shape);
-    } else {
-      slot->reinterpret(root.type, root.shape);
-    }
-    inputs.clear();
-    for (const ir::value_id v : k.group.inputs) inputs.push_back(value[v].get());
+    buffer_ptr& slot = slot_for(k);
     if (k.group.elementwise) {
-      run_elementwise(k, inputs, *slot, pool);
+      run_elementwise(k, inputs_of(k), *slot, pool);
     } else if (info(root.code).kind == op_kind::reduction) {
       const ir::instruction& operand = g.instructions[root.operands[0]];
-      run_reduction(k, root, inputs, operand.shape, operand.type, *slot, pool);
+      run_reduction(k, root, inputs_of(k), operand.shape, operand.type, *slot, pool);
     } else if (root.code == op::matmul) {
-      run_matmul(*value[root.operands[0]], *value[root.operands[1]], *slot);
+      const buffer &a = *value[root.operands[0]], &b = *value[root.operands[1]];
+      if (i + 1 < exe.kernels.size() && exe.kernels[i + 1].group.matmul_epilogue) {
+        value[k.group.root] = slot; // the epilogue reads the product
+        const compile::kernel& epilogue = exe.kernels[++i];
+        buffer_ptr& result = slot_for(epilogue);
+        const std::vector<const buffer*> epilogue_inputs = inputs_of(epilogue);
+        run_matmul(a, b, *slot, [&](std::int64_t begin, std::int64_t count) {
+          run_elementwise_range(epilogue, epilogue_inputs, *result, begin, begin + count);
+        });
+        value[epilogue.group.root] = result;
+      } else {
+        run_matmul(a, b, *slot);
+      }
     } else {
       // Layout ops read their operands in instruction order (concat's parts), which
       // group.inputs may have merged where a part repeats.
-      inputs.clear();
-      for (const ir::value_id v : root.operands) inputs.push_back(value[v].get());
-      run_layout(root, inputs, *slot, pool);
+      std::vector<const buffer*> operands;
+      for (const ir::value_id v : root.operands) operands.push_back(value[v].get());
+      run_layout(root, operands, *slot, pool);
     }
     value[k.group.root] = slot;
   }

@@ -3,9 +3,11 @@
 // Runs a matmul instruction: (..., m, k) x (..., k, n) with broadcast batch dimensions.
 // float and bfloat16 go to the GEMM kernels (kernels/gemm.hpp: AVX-512 / AMX / AVX512_BF16
 // / portable, fp32 accumulation; bf16 results rounded once); the other dtypes to a plain
-// loop that accumulates each product in k order in the compute dtype.
+// loop that accumulates each product in k order in the compute dtype. An epilogue runs on
+// each part of the result as it is finished.
 
 #include <cstdint>
+#include <functional>
 #include <type_traits>
 #include <vector>
 
@@ -52,16 +54,32 @@ inline batch_offsets matmul_batches(const shape& a, const shape& b, const shape&
 
 } // namespace detail
 
-inline void run_matmul(const buffer& a, const buffer& b, buffer& out) {
+// Called with each finished run of out's elements, [begin, begin + count) in row-major
+// order, once per element: a matmul's epilogue (passes/fusion.hpp).
+using finished_elements = std::function<void(std::int64_t begin, std::int64_t count)>;
+
+inline void run_matmul(const buffer& a, const buffer& b, buffer& out, const finished_elements& finished = {}) {
   const shape &sa = a.shape(), &so = out.shape();
   const std::int64_t m = so[so.rank() - 2], n = so[so.rank() - 1], k = sa[sa.rank() - 1];
   const detail::batch_offsets batches = detail::matmul_batches(sa, b.shape(), so);
+  // The GEMM reports finished rectangles of one product; the epilogue wants runs of out.
+  struct region_context {
+    const finished_elements* finished;
+    std::int64_t product_offset, n;
+  };
+  const auto report_rows = [](void* context, std::int64_t, std::int64_t row, std::int64_t col, std::int64_t rows,
+                              std::int64_t cols) {
+    const auto& c = *static_cast<const region_context*>(context);
+    for (std::int64_t r = row; r < row + rows; ++r) (*c.finished)(c.product_offset + r * c.n + col, cols);
+  };
   visit_dtype(out.type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     for (std::size_t p = 0; p < batches.a.size(); ++p) {
       const T* pa = a.as<T>() + batches.a[p] * m * k;
       const T* pb = b.as<T>() + batches.b[p] * k * n;
-      T* pc = out.as<T>() + static_cast<std::int64_t>(p) * m * n;
+      const std::int64_t product_offset = static_cast<std::int64_t>(p) * m * n;
+      T* pc = out.as<T>() + product_offset;
+      region_context context{&finished, product_offset, n};
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
         kernels::gemm_args<T, T> args;
         args.m = m;
@@ -73,7 +91,9 @@ inline void run_matmul(const buffer& a, const buffer& b, buffer& out) {
         args.ldb = n;
         args.c = pc;
         args.ldc = n;
-        kernels::gemm(args);
+        kernels::gemm_epilogue epilogue;
+        if (finished) epilogue = {report_rows, &context};
+        kernels::gemm(args, epilogue);
       } else if constexpr (!std::is_same_v<T, bool>) {
         using C = detail::compute_t<T>;
         for (std::int64_t i = 0; i < m; ++i) {
@@ -82,6 +102,7 @@ inline void run_matmul(const buffer& a, const buffer& b, buffer& out) {
             for (std::int64_t q = 0; q < k; ++q) acc += static_cast<C>(pa[i * k + q]) * static_cast<C>(pb[q * n + j]);
             pc[i * n + j] = static_cast<T>(acc);
           }
+          if (finished) report_rows(&context, 0, i, 0, 1, n);
         }
       }
     }
