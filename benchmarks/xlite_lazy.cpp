@@ -5,7 +5,10 @@
 //   lazy_trace/xlite   tracing cost per op (target: under 200 ns);
 //   lazy_dispatch/xlite a cache-hit step of a 100-node graph on small tensors, trace
 //                      excluded (target: under 20 us): capture, hash, lookup, launch, run;
-//   lazy_compile/xlite compiling a 1,000-node graph (the passes and lowering).
+//   lazy_compile/xlite compiling a 1,000-node graph (the passes and lowering);
+//   matmul_epilogue/xlite relu(matmul(a, b) + bias), 1024 x 64 x 1024, the epilogue fused
+//                      into the GEMM, against matmul_epilogue/unfused, the same with the
+//                      product stored and read back by a separate kernel.
 // The lazy rows run their kernels on the default pool (all cores) on the device's worker,
 // so they are registered at that thread count only.
 
@@ -107,6 +110,24 @@ void compile_cost(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(xlite::compile::compile_graph(captured.program));
 }
 
+// relu(a b + bias) for a (1024, 64), b (64, 1024): a product short in k, so the pass over
+// the 4 MiB result the epilogue saves is a fair share of the time.
+template <bool Fused>
+void matmul_epilogue(benchmark::State& state) {
+  using xlite::lazy::tensor;
+  const auto a = tensor::from(xlite::tensor<float>(xlite::shape{1024, 64}, 0.25f));
+  const auto b = tensor::from(xlite::tensor<float>(xlite::shape{64, 1024}, -0.5f));
+  const auto bias = tensor::from(xlite::tensor<float>(xlite::shape{1024}, 3.0f));
+  for (auto _ : state) {
+    tensor product = xlite::lazy::matmul(a, b);
+    if (!Fused) xlite::mark_step();
+    const auto y = xlite::lazy::relu(product + bias);
+    xlite::mark_step();
+    xlite::wait_device_ops();
+  }
+  report_bytes(state, 1024 * 1024 * static_cast<std::int64_t>(sizeof(float)));
+}
+
 } // namespace
 
 namespace xlite::bench {
@@ -119,6 +140,8 @@ void register_xlite_lazy() {
   register_case("lazy_trace", "xlite", trace_cost)->Arg(100)->ArgName("ops");
   register_case("lazy_dispatch", "xlite", dispatch_cost)->Arg(100)->ArgName("nodes");
   register_case("lazy_compile", "xlite", compile_cost)->Arg(1000)->ArgName("nodes")->Unit(benchmark::kMillisecond);
+  register_case("matmul_epilogue", "xlite", matmul_epilogue<true>)->Unit(benchmark::kMicrosecond);
+  register_case("matmul_epilogue", "unfused", matmul_epilogue<false>)->Unit(benchmark::kMicrosecond);
 }
 
 } // namespace xlite::bench
