@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -41,6 +40,64 @@ struct graph {
   friend bool operator==(const graph&, const graph&) = default;
 };
 
+namespace detail {
+
+// value ids by pointer, for capture: an open-addressing table in one allocation, since a
+// node-based map's allocation per entry is most of a small graph's capture time.
+class pointer_index {
+public:
+  // The id of `key`, or nullptr.
+  const value_id* find(const void* key) const noexcept {
+    if (slots_.empty()) return nullptr;
+    for (std::size_t i = slot_of(key);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].key == key) return &slots_[i].id;
+      if (slots_[i].key == nullptr) return nullptr;
+    }
+  }
+  bool contains(const void* key) const noexcept { return find(key) != nullptr; }
+  value_id at(const void* key) const noexcept { return *find(key); }
+
+  // Adds key -> id unless key is present; returns the id key maps to.
+  value_id insert(const void* key, value_id id) {
+    if (2 * (count_ + 1) > slots_.size()) grow();
+    for (std::size_t i = slot_of(key);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].key == key) return slots_[i].id;
+      if (slots_[i].key == nullptr) {
+        slots_[i] = {key, id};
+        ++count_;
+        return id;
+      }
+    }
+  }
+
+private:
+  struct slot {
+    const void* key = nullptr;
+    value_id id = 0;
+  };
+
+  std::size_t slot_of(const void* key) const noexcept {
+    // Fibonacci hashing: node addresses differ in their middle bits.
+    const auto bits = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(key)) * 0x9e3779b97f4a7c15ULL;
+    return static_cast<std::size_t>(bits >> (64 - shift_));
+  }
+
+  void grow() {
+    std::vector<slot> old = std::exchange(slots_, std::vector<slot>(slots_.empty() ? 64 : 2 * slots_.size()));
+    shift_ = static_cast<unsigned>(std::countr_zero(slots_.size()));
+    count_ = 0;
+    for (const slot& s : old) {
+      if (s.key) insert(s.key, s.id);
+    }
+  }
+
+  std::vector<slot> slots_;
+  std::size_t count_ = 0;
+  unsigned shift_ = 0;
+};
+
+} // namespace detail
+
 // A graph and the buffers its parameters read, by position.
 struct captured_graph {
   graph program;
@@ -54,8 +111,7 @@ struct captured_graph {
 inline captured_graph capture(std::span<const node_ptr> outputs, std::span<const node_ptr> boundary = {}) {
   captured_graph result;
   graph& g = result.program;
-  std::unordered_map<const node*, value_id> index;
-  std::unordered_map<const parameter_source*, value_id> parameter_index;
+  detail::pointer_index index, parameter_index; // by node, by parameter source
   const auto add_parameter = [&](const node& n) {
     instruction ins{op::parameter, n.type(), n.shape(), {}, {}};
     ins.attrs.ints = {static_cast<std::int64_t>(g.parameter_count++)};
@@ -64,7 +120,7 @@ inline captured_graph capture(std::span<const node_ptr> outputs, std::span<const
     return static_cast<value_id>(g.instructions.size() - 1);
   };
   for (const node_ptr& b : boundary) {
-    if (!index.contains(b.get())) index.emplace(b.get(), add_parameter(*b));
+    if (!index.contains(b.get())) index.insert(b.get(), add_parameter(*b));
   }
   // Iterative post-order walk: deep traces (a loop of thousands of steps) must not
   // overflow the stack.
@@ -83,16 +139,15 @@ inline captured_graph capture(std::span<const node_ptr> outputs, std::span<const
         continue;
       }
       if (n->code() == op::parameter) {
-        const auto [it, added] = parameter_index.try_emplace(n->source().get(), 0);
-        if (added) it->second = add_parameter(*n);
-        index.emplace(n, it->second);
+        const value_id* known = parameter_index.find(n->source().get());
+        index.insert(n, known ? *known : parameter_index.insert(n->source().get(), add_parameter(*n)));
         stack.pop_back();
         continue;
       }
       instruction ins{n->code(), n->type(), n->shape(), {}, n->attrs()};
       ins.operands.reserve(n->operands().size());
       for (const node_ptr& operand : n->operands()) ins.operands.push_back(index.at(operand.get()));
-      index.emplace(n, static_cast<value_id>(g.instructions.size()));
+      index.insert(n, static_cast<value_id>(g.instructions.size()));
       g.instructions.push_back(std::move(ins));
       stack.pop_back();
     }
@@ -105,18 +160,18 @@ inline captured_graph capture(std::span<const node_ptr> outputs, std::span<const
 
 namespace detail {
 
-// splitmix64's finaliser: every input bit affects every output bit.
-constexpr std::uint64_t mix(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+// The high and low halves of a 64 x 64-bit product, folded (wyhash's mixing step): one
+// multiplication mixes every input bit into the result.
+__extension__ typedef unsigned __int128 uint128; // GCC and Clang; __extension__ quiets -Wpedantic
+
+constexpr std::uint64_t fold_multiply(std::uint64_t a, std::uint64_t b) {
+  const uint128 product = static_cast<uint128>(a) * b;
+  return static_cast<std::uint64_t>(product >> 64) ^ static_cast<std::uint64_t>(product);
 }
 
 struct hasher {
   std::uint64_t state = 0x6a09e667f3bcc908ULL;
-  void add(std::uint64_t word) { state = mix(state ^ mix(word + 0x9e3779b97f4a7c15ULL)); }
+  void add(std::uint64_t word) { state = fold_multiply(state ^ word, 0x9e3779b97f4a7c15ULL) + 0xa0761d6478bd642fULL; }
 };
 
 } // namespace detail

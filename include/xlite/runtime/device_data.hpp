@@ -5,12 +5,14 @@
 // graph parameter holds one, so tracing the next step needs only the handle, not the value.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <utility>
 
 #include "xlite/core/dtype.hpp"
+#include "xlite/core/spin_wait.hpp"
 #include "xlite/core/shape.hpp"
 #include "xlite/ir/node.hpp"
 #include "xlite/runtime/buffer.hpp"
@@ -44,7 +46,8 @@ public:
 
   // Blocks until the value exists; rethrows the error of the step that failed to make it.
   const buffer_ptr& wait() const {
-    state_.wait(pending, std::memory_order_acquire);
+    // A small step finishes within microseconds: spin before sleeping (see worker.hpp).
+    xlite::detail::wait_for_change(state_, pending, std::chrono::microseconds{100});
     if (state_.load(std::memory_order_acquire) == failed) std::rethrow_exception(error_);
     return buffer_;
   }

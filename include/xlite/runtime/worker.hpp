@@ -4,7 +4,8 @@
 // submitted, so the thread that traces can go on with the next step while the device runs
 // this one (PyTorch/XLA's asynchronous execution). wait_device_ops() waits for all of them.
 
-#include <condition_variable>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "xlite/core/spin_wait.hpp"
 #include "xlite/runtime/device.hpp"
 
 namespace xlite::runtime {
@@ -22,11 +24,8 @@ class worker {
 public:
   worker() : thread_([this] { run(); }) {}
   ~worker() {
-    {
-      std::scoped_lock lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
+    stopping_.store(true, std::memory_order_relaxed);
+    submit([] {}); // wakes the worker, which stops once the queue is empty
     thread_.join();
   }
   worker(const worker&) = delete;
@@ -37,37 +36,48 @@ public:
     {
       std::scoped_lock lock(mutex_);
       tasks_.push_back(std::move(task));
-      ++unfinished_;
     }
-    wake_.notify_all();
+    unfinished_.fetch_add(1, std::memory_order_release);
+    unfinished_.notify_all();
   }
 
   // Returns when every task submitted before the call has run.
   void wait_idle() {
-    std::unique_lock lock(mutex_);
-    idle_.wait(lock, [&] { return unfinished_ == 0; });
-  }
-
-private:
-  void run() {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
-      if (tasks_.empty()) return; // stopping, and nothing left to run
-      auto task = std::move(tasks_.front());
-      tasks_.pop_front();
-      lock.unlock();
-      task();
-      lock.lock();
-      if (--unfinished_ == 0) idle_.notify_all();
+    for (auto now = unfinished_.load(std::memory_order_acquire); now != 0;) {
+      now = xlite::detail::wait_for_change(unfinished_, now, spin_before_sleep);
     }
   }
 
-  std::mutex mutex_;
-  std::condition_variable wake_, idle_;
+private:
+  // Waking a sleeping thread costs tens of microseconds on a virtual machine, more than a
+  // step of a small graph, and the next step or the caller's wait often comes within
+  // microseconds: both sides spin this long before they sleep.
+  static constexpr std::chrono::microseconds spin_before_sleep{100};
+
+  // unfinished_ counts queued and running tasks; only this thread runs them, so when it is
+  // not running one, a non-zero count means the queue has a task.
+  void run() {
+    for (;;) {
+      if (unfinished_.load(std::memory_order_acquire) == 0) {
+        if (stopping_.load(std::memory_order_relaxed)) return;
+        xlite::detail::wait_for_change(unfinished_, std::int64_t{0}, spin_before_sleep);
+        continue;
+      }
+      std::function<void()> task;
+      {
+        std::scoped_lock lock(mutex_);
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+      if (unfinished_.fetch_sub(1, std::memory_order_acq_rel) == 1) unfinished_.notify_all();
+    }
+  }
+
+  std::mutex mutex_; // guards tasks_
   std::deque<std::function<void()>> tasks_;
-  std::int64_t unfinished_ = 0;
-  bool stopping_ = false;
+  std::atomic<std::int64_t> unfinished_{0};
+  std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
 
