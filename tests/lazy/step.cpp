@@ -6,6 +6,8 @@
 #include <chrono>
 #include <new>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "xlite/lazy.hpp"
 
@@ -107,6 +109,31 @@ TEST_CASE("a failing step fails its tensors, and the next step runs", "[lazy][st
   CHECK_THROWS_AS(huge.to_host<float>(), std::bad_alloc);
 #endif
   CHECK(lazy::sum(ok * 3.0f).item<float>() == 9.0f);
+}
+
+TEST_CASE("a worker runs every task once, in order, whether it sleeps or spins", "[lazy][step]") {
+  runtime::worker w;
+  std::vector<int> order;
+  const auto submit_many = [&](int from, int count) {
+    for (int i = from; i < from + count; ++i) w.submit([&order, i]() noexcept { order.push_back(i); });
+  };
+  submit_many(0, 1000); // back to back: the worker never sleeps
+  w.wait_idle();
+  REQUIRE(order.size() == 1000);
+  // Pauses longer than the spin: the worker and the waiter sleep and are woken.
+  for (int round = 0; round < 5; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    submit_many(1000 + round, 1);
+    w.wait_idle();
+  }
+  REQUIRE(order.size() == 1005);
+  for (int i = 0; i < 1005; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
+  // Two threads waiting at once both return.
+  submit_many(1005, 100);
+  std::thread other([&] { w.wait_idle(); });
+  w.wait_idle();
+  other.join();
+  CHECK(order.size() == 1105);
 }
 
 TEST_CASE("devices", "[lazy][step]") {
