@@ -147,9 +147,11 @@ TEST_CASE("bad bodies are errors that name the op", "[lazy][control]") {
                      return std::vector{s[0] + 1.0f};
                    },
                    {x});
+  CHECK_THROWS_WITH(escaped[0] + 1.0f, Catch::Contains("outside that body")); // at the line that misuses it
   CHECK_THROWS_WITH(escaped[0].to_host<float>(), Catch::Contains("outside that body"));
+  const auto unrelated = x * 2.0f;
   mark_step(); // the step is unaffected
-  CHECK(lazy::sum(x).item<float>() == 3.0f);
+  CHECK(lazy::sum(unrelated).item<float>() == 6.0f);
 }
 
 TEST_CASE("a loop's hash covers its bodies", "[lazy][control]") {
@@ -164,4 +166,32 @@ TEST_CASE("a loop's hash covers its bodies", "[lazy][control]") {
   CHECK(loop(times) == loop(times));
   CHECK(loop(times) == loop(times_other_scalar)); // scalars are parameters
   CHECK(loop(times) != loop(plus));
+}
+
+TEST_CASE("draws in a loop: once without a key, anew each trip with a key from the state", "[lazy][control]") {
+  const auto zeros = lazy::zeros(shape{3, 4});
+  // Without a key the body's draw is an outside value: every trip sees the same numbers.
+  const auto fixed = lazy::while_loop([](const auto& s) { return s[0] < 3; },
+                                      [](const auto& s) {
+                                        const auto u = lazy::rand_uniform(shape{3, 4});
+                                        return std::vector{s[0] + 1, s[1] + u, u};
+                                      },
+                                      {scalar_i64(0), zeros, zeros});
+  const auto fixed_total = fixed[1].to_host<float>(), fixed_last = fixed[2].to_host<float>();
+  for (std::int64_t i = 0; i < 12; ++i) CHECK(fixed_total.data()[i] == 3 * fixed_last.data()[i]);
+  // Keyed by the trip counter: each trip draws anew, and the draws replay from the key.
+  const auto fresh = lazy::while_loop([](const auto& s) { return s[0] < 3; },
+                                      [](const auto& s) {
+                                        const auto u = lazy::rand_uniform(shape{3, 4}, s[0] + 1000);
+                                        return std::vector{s[0] + 1, s[1] + u, u};
+                                      },
+                                      {scalar_i64(0), zeros, zeros});
+  const auto total = fresh[1].to_host<float>(), last = fresh[2].to_host<float>();
+  const auto replay = [&](std::int64_t key) { return lazy::rand_uniform(shape{3, 4}, scalar_i64(key)).to_host<float>(); };
+  const auto t0 = replay(1000), t1 = replay(1001), t2 = replay(1002);
+  for (std::int64_t i = 0; i < 12; ++i) {
+    CHECK(last.data()[i] == t2.data()[i]);
+    CHECK(total.data()[i] == (0.0f + t0.data()[i] + t1.data()[i]) + t2.data()[i]);
+  }
+  CHECK_FALSE(t0.data()[0] == t1.data()[0]);
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "xlite/expr.hpp"
@@ -306,6 +307,25 @@ TEST_CASE("an element-wise epilogue fused into a matmul gives the unfused result
       INFO(sa << " x " << sb << " " << name(type));
       CHECK(same_bits(fused, apart));
     }
+  }
+}
+
+TEST_CASE("an epilogue never writes over an operand its matmul still reads", "[lazy][ops]") {
+  // z = b + matmul(w, b): b dies in the epilogue and has z's dtype and shape, but the GEMM
+  // reads it until its last region (float64: row by row; float32: again once m > 3072).
+  for (const auto& [type, m, n] : std::vector<std::tuple<dtype, std::int64_t, std::int64_t>>{
+           {dtype::f64, 64, 64}, {dtype::f32, 3100, 32}}) {
+    const auto x = lazy::cast(lazy::tensor::from(random_tensor<float>(shape{m, n})), type);
+    const auto w = lazy::cast(lazy::tensor::from(random_tensor<float>(shape{m, m}, -0.1, 0.1)), type);
+    mark_step();
+    const auto b = x * 3.0f;
+    // (transposed so that the sum is not an output: outputs never take an input's memory)
+    const auto fused = lazy::cast(lazy::transpose(b + lazy::matmul(w, b)), dtype::f64).to_host<double>();
+    const auto b_data = x * 3.0f;
+    mark_step(); // b is data now: the matmul cannot share memory with the sum
+    const auto apart = lazy::cast(lazy::transpose(b_data + lazy::matmul(w, b_data)), dtype::f64).to_host<double>();
+    INFO(name(type) << " m " << m);
+    CHECK(same_bits(fused, apart));
   }
 }
 

@@ -8,6 +8,7 @@
 // A node knows its result's dtype and shape from the moment it is made (ir/infer.hpp), so
 // errors surface at the line that traced the op, not at the barrier.
 
+#include <atomic>
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -84,6 +85,8 @@ public:
       node_ptr last = std::move(dying.back());
       dying.pop_back();
       if (last.use_count() == 1) {
+        // use_count() is a relaxed load: order the other owners' past reads before our writes.
+        std::atomic_thread_fence(std::memory_order_acquire);
         auto& inherited = last->operands_;
         dying.insert(dying.end(), std::make_move_iterator(inherited.begin()), std::make_move_iterator(inherited.end()));
         inherited.clear();

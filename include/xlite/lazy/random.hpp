@@ -55,12 +55,29 @@ inline ir::node_ptr next_key(const xlite::device& d) {
   return scalar_parameter(static_cast<std::int64_t>(key), dtype::i64, d);
 }
 
-inline tensor draw(op code, const shape& s, dtype type, const xlite::device& d) {
+inline tensor draw(op code, const shape& s, dtype type, const xlite::device& d, ir::node_ptr key) {
   if (!is_floating_point(type)) {
     throw dtype_error(xlite::detail::message(code == op::random_uniform ? "rand_uniform" : "rand_normal",
                                              ": draws are floating point, not ", name(type)));
   }
-  return make(d, ir::random(code, next_key(d), type, s));
+  return make(d, ir::random(code, std::move(key), type, s));
+}
+
+inline tensor scaled(const tensor& unit, double scale, double shift) {
+  return scale == 1 && shift == 0 ? unit : unit * scale + shift;
+}
+
+inline void check_uniform_range(double low, double high) {
+  if (!(low < high) || !std::isfinite(high - low)) {
+    throw value_error(xlite::detail::message("rand_uniform: needs finite low < high, got [", low, ", ", high, ")"));
+  }
+}
+
+inline void check_normal(double mean, double stddev) {
+  if (!(stddev >= 0) || !std::isfinite(stddev) || !std::isfinite(mean)) {
+    throw value_error(xlite::detail::message("rand_normal: needs a finite mean and stddev >= 0, got ", mean, ", ",
+                                             stddev));
+  }
 }
 
 } // namespace detail
@@ -83,22 +100,31 @@ inline rng_state get_rng_state(const xlite::device& d = xlite::device()) {
 // bfloat16 draws from [0, 1) are multiples of 2^-8.
 inline tensor rand_uniform(const shape& s, double low = 0, double high = 1, dtype type = dtype::f32,
                            const xlite::device& d = xlite::device()) {
-  if (!(low < high) || !std::isfinite(high - low)) {
-    throw value_error(xlite::detail::message("rand_uniform: needs finite low < high, got [", low, ", ", high, ")"));
-  }
-  const tensor unit = detail::draw(op::random_uniform, s, type, d);
-  return low == 0 && high == 1 ? unit : unit * (high - low) + low;
+  detail::check_uniform_range(low, high);
+  return detail::scaled(detail::draw(op::random_uniform, s, type, d, detail::next_key(d)), high - low, low);
 }
 
 // Normal draws with mean `mean` and standard deviation `stddev` (torch.randn scaled).
 inline tensor rand_normal(const shape& s, double mean = 0, double stddev = 1, dtype type = dtype::f32,
                           const xlite::device& d = xlite::device()) {
-  if (!(stddev >= 0) || !std::isfinite(stddev) || !std::isfinite(mean)) {
-    throw value_error(xlite::detail::message("rand_normal: needs a finite mean and stddev >= 0, got ", mean, ", ",
-                                             stddev));
-  }
-  const tensor standard = detail::draw(op::random_normal, s, type, d);
-  return mean == 0 && stddev == 1 ? standard : standard * stddev + mean;
+  detail::check_normal(mean, stddev);
+  return detail::scaled(detail::draw(op::random_normal, s, type, d, detail::next_key(d)), stddev, mean);
+}
+
+// Draws keyed by `key`, a rank-0 int64 tensor, instead of by the device's state (as
+// jax.random does): equal keys give equal draws, distinct keys independent ones. A body of
+// while_loop is traced once, so a rand_* call in it draws once, before the loop; a key
+// computed from the loop's state (its trip counter) draws anew on every trip.
+inline tensor rand_uniform(const shape& s, const tensor& key, double low = 0, double high = 1,
+                           dtype type = dtype::f32) {
+  detail::check_uniform_range(low, high);
+  return detail::scaled(detail::draw(op::random_uniform, s, type, key.device(), key.node()), high - low, low);
+}
+
+inline tensor rand_normal(const shape& s, const tensor& key, double mean = 0, double stddev = 1,
+                          dtype type = dtype::f32) {
+  detail::check_normal(mean, stddev);
+  return detail::scaled(detail::draw(op::random_normal, s, type, key.device(), key.node()), stddev, mean);
 }
 
 } // namespace xlite::lazy

@@ -80,8 +80,10 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states) {
   });
 }
 
-// Launches the pending work of `states`, one graph per device.
+// Launches the pending work of `states`, one graph per device. A device whose graph fails
+// to compile does not keep the others from running; the first error is rethrown after.
 inline void launch_by_device(std::vector<std::shared_ptr<tensor_state>> states) {
+  std::exception_ptr first_error;
   while (!states.empty()) {
     const xlite::device d = states.front()->device;
     std::vector<std::shared_ptr<tensor_state>> on_device;
@@ -90,8 +92,13 @@ inline void launch_by_device(std::vector<std::shared_ptr<tensor_state>> states) 
       on_device.push_back(s);
       return true;
     });
-    launch(on_device);
+    try {
+      launch(on_device);
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
   }
+  if (first_error) std::rethrow_exception(first_error);
 }
 
 } // namespace detail

@@ -37,6 +37,7 @@ struct tensor_state {
   ir::node_ptr pending;
   runtime::device_data_ptr data;
   ir::node_ptr data_node; // the parameter node that reads `data`, made once
+  bool traced_in_body = false; // made while tracing a while_loop or cond body: belongs to it
 };
 
 // The live tensors with pending nodes: what mark_step() computes.
@@ -87,7 +88,11 @@ public:
   tensor(const xlite::device& d, ir::node_ptr node)
       : state_(std::make_shared<detail::tensor_state>(
             detail::tensor_state{d, node->type(), node->shape(), std::move(node), nullptr, nullptr})) {
-    if (detail::body_depth() == 0) detail::registry().add(state_);
+    if (detail::body_depth() == 0) {
+      detail::registry().add(state_);
+    } else {
+      state_->traced_in_body = true;
+    }
   }
 
   // Copies host data to device d (TransferToDevice).
@@ -115,6 +120,10 @@ public:
   // The node that computes this tensor in a trace: the pending node, or a parameter that
   // reads the device value.
   ir::node_ptr node() const {
+    if (state_->traced_in_body && detail::body_depth() == 0) {
+      throw value_error("a tensor traced inside a while_loop or cond body is used outside that body; "
+                        "return it from the body instead");
+    }
     std::scoped_lock lock(detail::registry().mutex);
     if (state_->pending) return state_->pending;
     if (!state_->data_node) state_->data_node = ir::parameter(state_->data, state_->type, state_->shape);

@@ -6,6 +6,7 @@
 // that dies with it (each chunk is read before the same chunk is written). The graph's
 // outputs get buffers of their own, since they outlive the run; parameters are the caller's and are never written.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -51,10 +52,18 @@ inline buffer_plan plan_buffers(const ir::graph& g, const fusion_plan& fusion) {
     const ir::instruction& root = g.instructions[kernel.root];
     const std::int64_t bytes = byte_size(root);
     ir::value_id taken_over = kernel.root;
+    // An epilogue runs while its matmul still reads the operands: it may write over the
+    // product (region by region, after the GEMM), never over them (b + matmul(w, b)).
+    const auto read_by_running_matmul = [&](ir::value_id v) {
+      if (!kernel.matmul_epilogue) return false;
+      const auto& matmul_operands = g.instructions[fusion.kernels[k - 1].root].operands;
+      return std::ranges::find(matmul_operands, v) != matmul_operands.end();
+    };
     if (kernel.elementwise && !is_output[kernel.root]) {
       for (const ir::value_id input : kernel.inputs) {
         if (reusable(input) && last_use[input] == k && plan.slot_bytes[plan.slot_of[input]] == bytes &&
-            g.instructions[input].type == root.type && g.instructions[input].shape == root.shape) {
+            g.instructions[input].type == root.type && g.instructions[input].shape == root.shape &&
+            !read_by_running_matmul(input)) {
           taken_over = input;
           break;
         }
