@@ -56,28 +56,18 @@ inline closed_subgraphs close_over(std::span<const node_ptr> placeholders,
   };
   // A post-order walk in trace order, so equal programs capture in equal order (and hash
   // equal): a body node, once its operands are known, captures those outside the body.
-  std::vector<std::pair<const node*, std::size_t>> stack; // node, next operand to visit
   for (const auto& list : outputs) {
     for (const node_ptr& out : list) {
-      stack.emplace_back(out.get(), 0);
-      while (!stack.empty()) {
-        auto& [n, next] = stack.back();
-        if (depends.contains(n)) {
-          stack.pop_back();
-          continue;
-        }
-        if (next < n->operands().size()) {
-          const node* operand = n->operands()[next++].get();
-          if (!depends.contains(operand)) stack.emplace_back(operand, 0);
-          continue;
-        }
-        const bool inside = std::ranges::any_of(n->operands(), [&](const node_ptr& o) { return depends.at(o.get()); });
-        depends[n] = inside;
-        if (inside) {
-          for (const node_ptr& operand : n->operands()) capture_if_outside(operand);
-        }
-        stack.pop_back();
-      }
+      walk_post_order(
+          out.get(), [&](const node* n) { return depends.contains(n); },
+          [&](const node* n) {
+            const bool inside =
+                std::ranges::any_of(n->operands(), [&](const node_ptr& o) { return depends.at(o.get()); });
+            depends[n] = inside;
+            if (inside) {
+              for (const node_ptr& operand : n->operands()) capture_if_outside(operand);
+            }
+          });
       capture_if_outside(out);
     }
   }

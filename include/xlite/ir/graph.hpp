@@ -98,6 +98,29 @@ private:
 
 } // namespace detail
 
+// Calls visit(n) for each node reachable from `root` that known(n) does not yet know, after
+// its operands; visit must make n known. Iterative: a trace of 10^5 steps without a barrier
+// must not overflow the stack.
+template <class Known, class Visit>
+void walk_post_order(const node* root, Known&& known, Visit&& visit) {
+  std::vector<std::pair<const node*, std::size_t>> stack{{root, 0}}; // node, next operand to visit
+  while (!stack.empty()) {
+    auto& [n, next] = stack.back();
+    if (known(n)) {
+      stack.pop_back();
+      continue;
+    }
+    if (next < n->operands().size()) {
+      const node* operand = n->operands()[next++].get();
+      if (!known(operand)) stack.emplace_back(operand, 0);
+      continue;
+    }
+    const node* done = n;
+    stack.pop_back();
+    visit(done);
+  }
+}
+
 // A graph and the buffers its parameters read, by position.
 struct captured_graph {
   graph program;
@@ -122,35 +145,21 @@ inline captured_graph capture(std::span<const node_ptr> outputs, std::span<const
   for (const node_ptr& b : boundary) {
     if (!index.contains(b.get())) index.insert(b.get(), add_parameter(*b));
   }
-  // Iterative post-order walk: deep traces (a loop of thousands of steps) must not
-  // overflow the stack.
-  std::vector<std::pair<const node*, std::size_t>> stack; // node, next operand to visit
   for (const node_ptr& out : outputs) {
-    stack.emplace_back(out.get(), 0);
-    while (!stack.empty()) {
-      auto& [n, next] = stack.back();
-      if (index.contains(n)) {
-        stack.pop_back();
-        continue;
-      }
-      if (next < n->operands().size()) {
-        const node* operand = n->operands()[next++].get();
-        if (!index.contains(operand)) stack.emplace_back(operand, 0);
-        continue;
-      }
-      if (n->code() == op::parameter) {
-        const value_id* known = parameter_index.find(n->source().get());
-        index.insert(n, known ? *known : parameter_index.insert(n->source().get(), add_parameter(*n)));
-        stack.pop_back();
-        continue;
-      }
-      instruction ins{n->code(), n->type(), n->shape(), {}, n->attrs()};
-      ins.operands.reserve(n->operands().size());
-      for (const node_ptr& operand : n->operands()) ins.operands.push_back(index.at(operand.get()));
-      index.insert(n, static_cast<value_id>(g.instructions.size()));
-      g.instructions.push_back(std::move(ins));
-      stack.pop_back();
-    }
+    walk_post_order(
+        out.get(), [&](const node* n) { return index.contains(n); },
+        [&](const node* n) {
+          if (n->code() == op::parameter) {
+            const value_id* known = parameter_index.find(n->source().get());
+            index.insert(n, known ? *known : parameter_index.insert(n->source().get(), add_parameter(*n)));
+            return;
+          }
+          instruction ins{n->code(), n->type(), n->shape(), {}, n->attrs()};
+          ins.operands.reserve(n->operands().size());
+          for (const node_ptr& operand : n->operands()) ins.operands.push_back(index.at(operand.get()));
+          index.insert(n, static_cast<value_id>(g.instructions.size()));
+          g.instructions.push_back(std::move(ins));
+        });
     g.outputs.push_back(index.at(out.get()));
   }
   return result;

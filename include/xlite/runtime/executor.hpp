@@ -90,10 +90,13 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
     }
     return slot;
   };
-  const auto inputs_of = [&](const compile::kernel& k) {
-    std::vector<const buffer*> inputs;
-    for (const ir::value_id v : k.group.inputs) inputs.push_back(value[v].get());
-    return inputs;
+  // The kernel's inputs, into a vector reused from kernel to kernel (this is the dispatch
+  // path of every step); an epilogue, which runs during its matmul, has one of its own.
+  std::vector<const buffer*> inputs, epilogue_inputs;
+  const auto inputs_of = [&](const compile::kernel& k, std::vector<const buffer*>& into) -> auto& {
+    into.clear();
+    for (const ir::value_id v : k.group.inputs) into.push_back(value[v].get());
+    return into;
   };
   std::vector<std::vector<buffer_ptr>> control_results(g.instructions.size());
   for (std::size_t i = 0; i < exe.kernels.size(); ++i) {
@@ -112,17 +115,17 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
     }
     buffer_ptr& slot = slot_for(k);
     if (k.group.elementwise) {
-      run_elementwise(k, inputs_of(k), *slot, pool);
+      run_elementwise(k, inputs_of(k, inputs), *slot, pool);
     } else if (info(root.code).kind == op_kind::reduction) {
       const ir::instruction& operand = g.instructions[root.operands[0]];
-      run_reduction(k, root, inputs_of(k), operand.shape, operand.type, *slot, pool);
+      run_reduction(k, root, inputs_of(k, inputs), operand.shape, operand.type, *slot, pool);
     } else if (root.code == op::matmul) {
       const buffer &a = *value[root.operands[0]], &b = *value[root.operands[1]];
       if (i + 1 < exe.kernels.size() && exe.kernels[i + 1].group.matmul_epilogue) {
         value[k.group.root] = slot; // the epilogue reads the product
         const compile::kernel& epilogue = exe.kernels[++i];
         buffer_ptr& result = slot_for(epilogue);
-        const std::vector<const buffer*> epilogue_inputs = inputs_of(epilogue);
+        inputs_of(epilogue, epilogue_inputs);
         run_matmul(a, b, *slot, [&](std::int64_t begin, std::int64_t count) {
           run_elementwise_range(epilogue, epilogue_inputs, *result, begin, begin + count);
         });
@@ -133,9 +136,9 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
     } else {
       // Layout ops read their operands in instruction order (concat's parts), which
       // group.inputs may have merged where a part repeats.
-      std::vector<const buffer*> operands;
-      for (const ir::value_id v : root.operands) operands.push_back(value[v].get());
-      run_layout(root, operands, *slot, pool);
+      inputs.clear();
+      for (const ir::value_id v : root.operands) inputs.push_back(value[v].get());
+      run_layout(root, inputs, *slot, pool);
     }
     value[k.group.root] = slot;
   }
