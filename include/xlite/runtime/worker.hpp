@@ -53,6 +53,9 @@ private:
   // step of a small graph, and the next step or the caller's wait often comes within
   // microseconds: both sides spin this long before they sleep.
   static constexpr std::chrono::microseconds spin_before_sleep{100};
+  // An idle worker naps this long before it sleeps (see wait_for_change): steps of a
+  // training loop come every few milliseconds, and each should start at once.
+  static constexpr std::chrono::microseconds nap_before_sleep{20'000};
 
   // unfinished_ counts queued and running tasks; only this thread runs them, so when it is
   // not running one, a non-zero count means the queue has a task.
@@ -60,7 +63,7 @@ private:
     for (;;) {
       if (unfinished_.load(std::memory_order_acquire) == 0) {
         if (stopping_.load(std::memory_order_relaxed)) return;
-        xlite::detail::wait_for_change(unfinished_, std::int64_t{0}, spin_before_sleep);
+        xlite::detail::wait_for_change(unfinished_, std::int64_t{0}, spin_before_sleep, nap_before_sleep);
         continue;
       }
       std::function<void()> task;
