@@ -13,7 +13,7 @@ packages=(
   # what xlite's headers use: Boost.Hana, xtensor + xtl, xsimd; zlib for the optional zlib component
   libboost-dev libxtensor-dev xtl-dev libxsimd-dev zlib1g-dev
   # tests and benchmarks
-  catch2 libbenchmark-dev
+  catch2 libbenchmark-dev nlohmann-json3-dev # the profiler's tests parse its JSON
 )
 bench_peers=(libeigen3-dev libopenblas-dev libdnnl-dev libtorch-dev)
 

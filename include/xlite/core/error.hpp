@@ -45,6 +45,12 @@ public:
   using error::error;
 };
 
+// A file that cannot be created, read or written; the message names the file.
+class io_error : public error {
+public:
+  using error::error;
+};
+
 namespace detail {
 
 // Concatenates anything printable into an exception message.
