@@ -5,18 +5,25 @@
 //   lazy_trace/xlite   tracing cost per op (target: under 200 ns);
 //   lazy_dispatch/xlite a cache-hit step of a 100-node graph on small tensors, trace
 //                      excluded (target: under 20 us): capture, hash, lookup, launch, run;
-//   lazy_compile/xlite compiling a 1,000-node graph (the passes and lowering);
+//   lazy_compile/xlite compiling a 1,000-node graph (the passes and lowering), against
+//                      lazy_compile/persistent_hit, finding it in the persistent cache
+//                      (read, checksum, decode, compare with the traced graph);
 //   matmul_epilogue/xlite relu(matmul(a, b) + bias), 1024 x 64 x 1024, the epilogue fused
 //                      into the GEMM, against matmul_epilogue/unfused, the same with the
 //                      product stored and read back by a separate kernel.
 // The lazy rows run their kernels on the default pool (all cores) on the device's worker,
 // so they are registered at that thread count only.
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
+#include <string>
 
 #include "bench_common.hpp"
 #include "expressions.hpp"
 #include "xlite/compile/compiler.hpp"
+#include "xlite/compile/disk_cache.hpp"
 #include "xlite/expr.hpp"
 #include "xlite/lazy.hpp"
 
@@ -94,10 +101,10 @@ void dispatch_cost(benchmark::State& state) {
   }
 }
 
-void compile_cost(benchmark::State& state) {
+// 1,000 nodes: element-wise chains broken by reductions and matmuls, so every pass and
+// every kind of kernel has work.
+xlite::ir::graph thousand_node_graph() {
   const auto x = xlite::lazy::tensor::from(xlite::tensor<float>(xlite::shape{64, 64}, 0.5f));
-  // 1,000 nodes: element-wise chains broken by reductions and matmuls, so every pass and
-  // every kind of kernel has work.
   auto y = x;
   for (int block = 0; block < 100; ++block) {
     y = xlite::lazy::exp(y * 0.5f) + x;                                  // 4 nodes (two scalars)
@@ -105,11 +112,32 @@ void compile_cost(benchmark::State& state) {
     y = xlite::lazy::matmul(y, x) / 64.0f;                                // 3
   }
   const xlite::ir::node_ptr outputs[] = {y.node()};
-  const auto captured = xlite::ir::capture(outputs);
-  state.counters["nodes"] = static_cast<double>(captured.program.instructions.size());
-  for (auto _ : state) benchmark::DoNotOptimize(xlite::compile::compile_graph(captured.program));
+  return xlite::ir::capture(outputs).program;
 }
 
+void compile_cost(benchmark::State& state) {
+  const auto graph = thousand_node_graph();
+  state.counters["nodes"] = static_cast<double>(graph.instructions.size());
+  for (auto _ : state) benchmark::DoNotOptimize(xlite::compile::compile_graph(graph));
+}
+
+// The same graph found in the persistent cache, as a second process finds it: read the
+// entry, verify its checksum, decode it and compare the stored graph with the traced one.
+void persistent_hit_cost(benchmark::State& state) {
+  const auto graph = thousand_node_graph();
+  const auto dir = std::filesystem::temp_directory_path() / ("xlite-bench-cache-" + std::to_string(::getpid()));
+  {
+    xlite::compile::disk_cache cache(dir, false);
+    cache.store(1, {"bench", graph, xlite::compile::compile_graph(graph)});
+    state.counters["entry_bytes"] = static_cast<double>(cache.size_bytes());
+    for (auto _ : state) {
+      auto found = cache.find(1, "bench", graph);
+      if (found.result != xlite::compile::disk_cache::outcome::hit) state.SkipWithError("no cache hit");
+      benchmark::DoNotOptimize(found.compiled);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
 // relu(a b + bias) for a (1024, 64), b (64, 1024): a product short in k, so the pass over
 // the 4 MiB result the epilogue saves is a fair share of the time.
 template <bool Fused>
@@ -140,6 +168,10 @@ void register_xlite_lazy() {
   register_case("lazy_trace", "xlite", trace_cost)->Arg(100)->ArgName("ops");
   register_case("lazy_dispatch", "xlite", dispatch_cost)->Arg(100)->ArgName("nodes");
   register_case("lazy_compile", "xlite", compile_cost)->Arg(1000)->ArgName("nodes")->Unit(benchmark::kMillisecond);
+  register_case("lazy_compile", "persistent_hit", persistent_hit_cost)
+      ->Arg(1000)
+      ->ArgName("nodes")
+      ->Unit(benchmark::kMillisecond);
   register_case("matmul_epilogue", "xlite", matmul_epilogue<true>)->Unit(benchmark::kMicrosecond);
   register_case("matmul_epilogue", "unfused", matmul_epilogue<false>)->Unit(benchmark::kMicrosecond);
 }

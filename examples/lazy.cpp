@@ -1,5 +1,5 @@
 // Lazy tensors: a training loop traced step by step and compiled once, a loop whose trip
-// count the device decides, and a look at the graph and the counters.
+// count the device decides, and a look at the graph and the metrics.
 //
 // Build and run: cmake --workflow --preset demo (or ./build/dev/examples/lazy).
 
@@ -49,10 +49,13 @@ int main() {
   const auto labels = lazy::tensor::from(xlite::tensor<std::int32_t>({2, 0, 1}));
   const auto logits = lazy::rand_normal(shape{3, 4});
   const auto picked = lazy::sum(lazy::log_softmax(logits) * lazy::one_hot(labels, 4, xlite::dtype::f32), {1});
-  const xlite::ir::node_ptr outputs[] = {picked.node()};
-  std::printf("\nthe graph of a cross-entropy term:\n%s", xlite::ir::to_text(xlite::ir::capture(outputs).program).c_str());
+  std::printf("\nthe graph of a cross-entropy term:\n%s", xlite::debug::ir_text({picked}).c_str());
   const auto values = picked.to_host<float>();
   std::printf("its value: %.4f %.4f %.4f\n", values(0), values(1), values(2));
+
+  // What it all cost, as PyTorch/XLA's metrics report says it (docs/debugging.md).
+  xlite::wait_device_ops();
+  std::printf("\n%s", xlite::metrics::short_report().c_str());
 
   const bool ok = distance < 1e-3f && compilations == 1 &&
                   std::abs(root - std::sqrt(2.0)) < 1e-12;

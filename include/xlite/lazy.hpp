@@ -4,6 +4,7 @@
 // (mark_step), and run as fused kernels on a device.
 
 #include "xlite/lazy/control.hpp"
+#include "xlite/lazy/debug.hpp"
 #include "xlite/lazy/factories.hpp"
 #include "xlite/lazy/ops.hpp"
 #include "xlite/lazy/random.hpp"

@@ -1,18 +1,19 @@
 #pragma once
 
-// The in-memory compilation cache: executables by graph hash, least recently used first out
-// when full. The key is the structural hash of the graph as captured, so a step traced
-// again with the same ops, shapes and dtypes (and other parameter values) is a hit.
+// The in-memory compilation cache: executables by key, least recently used first out when
+// full. The key (runtime/compilation.hpp) hashes the graph as captured with everything else
+// that changes the compiled result, so a step traced again with the same ops, shapes and
+// dtypes is a hit.
 
 #include <cstddef>
 #include <cstdint>
 #include <list>
 #include <mutex>
 #include <unordered_map>
-#include <utility>
 
 #include "xlite/compile/executable.hpp"
 #include "xlite/core/env.hpp"
+#include "xlite/ir/graph.hpp"
 
 namespace xlite::compile {
 
@@ -20,24 +21,27 @@ class compilation_cache {
 public:
   explicit compilation_cache(std::size_t capacity) : capacity_(capacity) {}
 
-  // The executable compiled for `hash`, or null; a hit becomes the most recently used.
-  executable_ptr find(std::uint64_t hash) {
+  // The executable compiled from `source` under `key`, or null; a hit becomes the most
+  // recently used. The graph is compared, not only its key: two graphs whose 64-bit keys
+  // collide never share an executable.
+  executable_ptr find(std::uint64_t key, const ir::graph& source) {
     std::scoped_lock lock(mutex_);
-    const auto it = index_.find(hash);
-    if (it == index_.end()) return nullptr;
+    const auto it = index_.find(key);
+    if (it == index_.end() || !(it->second->source == source)) return nullptr;
     order_.splice(order_.begin(), order_, it->second);
-    return it->second->second;
+    return it->second->compiled;
   }
 
-  void insert(std::uint64_t hash, executable_ptr exe) {
+  void insert(std::uint64_t key, ir::graph source, executable_ptr compiled) {
     std::scoped_lock lock(mutex_);
-    if (const auto it = index_.find(hash); it != index_.end()) {
-      it->second->second = std::move(exe);
+    if (const auto it = index_.find(key); it != index_.end()) {
+      it->second->source = std::move(source);
+      it->second->compiled = std::move(compiled);
       order_.splice(order_.begin(), order_, it->second);
       return;
     }
-    order_.emplace_front(hash, std::move(exe));
-    index_.emplace(hash, order_.begin());
+    order_.push_front({key, std::move(source), std::move(compiled)});
+    index_.emplace(key, order_.begin());
     evict_beyond(capacity_);
   }
 
@@ -61,17 +65,23 @@ public:
   }
 
 private:
+  struct entry {
+    std::uint64_t key;
+    ir::graph source;
+    executable_ptr compiled;
+  };
+
   void evict_beyond(std::size_t capacity) {
     while (order_.size() > capacity) {
-      index_.erase(order_.back().first);
+      index_.erase(order_.back().key);
       order_.pop_back();
     }
   }
 
   mutable std::mutex mutex_;
   std::size_t capacity_;
-  std::list<std::pair<std::uint64_t, executable_ptr>> order_; // most recently used first
-  std::unordered_map<std::uint64_t, std::list<std::pair<std::uint64_t, executable_ptr>>::iterator> index_;
+  std::list<entry> order_; // most recently used first
+  std::unordered_map<std::uint64_t, std::list<entry>::iterator> index_;
 };
 
 // The process's cache; XLITE_COMPILATION_CACHE_SIZE sets its capacity (default 1024, as

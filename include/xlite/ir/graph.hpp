@@ -8,6 +8,7 @@
 // their values (device buffers) stay outside the graph, so two steps that run the same
 // program on different data capture equal graphs with equal hashes.
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <memory>
@@ -39,6 +40,11 @@ struct graph {
   std::size_t parameter_count = 0;
   friend bool operator==(const graph&, const graph&) = default;
 };
+
+inline bool operator==(const attributes& a, const attributes& b) {
+  return a.ints == b.ints && a.flag == b.flag && a.value == b.value &&
+         std::ranges::equal(a.subgraphs, b.subgraphs, [](const auto& x, const auto& y) { return *x == *y; });
+}
 
 namespace detail {
 

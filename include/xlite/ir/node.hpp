@@ -62,7 +62,9 @@ struct attributes {
   // The programs a control op runs. Parameter k of each reads the control op's k-th operand
   // (cond's after its predicate).
   std::vector<std::shared_ptr<const graph>> subgraphs;
-  friend bool operator==(const attributes&, const attributes&) = default;
+  // Subgraphs compare by content, not by pointer: a loop traced twice holds two equal
+  // bodies. Defined in ir/graph.hpp, where a graph is complete.
+  friend inline bool operator==(const attributes&, const attributes&);
 };
 
 class node;

@@ -6,20 +6,22 @@
 // device has finished, so the next step is traced while this one runs. to_host() and
 // item() wait for their tensor's value, computing first what only it needs.
 
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <source_location>
 #include <vector>
 
-#include "xlite/compile/cache.hpp"
-#include "xlite/compile/compiler.hpp"
 #include "xlite/core/dtype_dispatch.hpp"
 #include "xlite/core/thread_pool.hpp"
 #include "xlite/ir/graph.hpp"
 #include "xlite/lazy/tensor.hpp"
-#include "xlite/runtime/counters.hpp"
+#include "xlite/runtime/compilation.hpp"
 #include "xlite/runtime/device_data.hpp"
 #include "xlite/runtime/executor.hpp"
+#include "xlite/runtime/metrics.hpp"
+#include "xlite/runtime/profiler.hpp"
 #include "xlite/runtime/worker.hpp"
 
 namespace xlite::lazy {
@@ -28,7 +30,7 @@ namespace detail {
 
 // Compiles and launches the pending nodes of `states` (all on one device). Called with the
 // registry's lock held.
-inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states) {
+inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states, const debug::step_cause& cause) {
   const xlite::device d = states.front()->device;
   std::vector<ir::node_ptr> outputs;
   for (const auto& s : states) outputs.push_back(s->pending);
@@ -51,27 +53,22 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states) {
       }
       parameters.push_back(std::const_pointer_cast<runtime::device_data>(std::move(data)));
     }
-    const std::uint64_t hash = ir::structural_hash(captured.program);
-    exe = compile::default_cache().find(hash);
-    if (exe) {
-      metrics::increment("CachedCompile");
-    } else {
-      exe = compile::compile_graph(std::move(captured.program));
-      compile::default_cache().insert(hash, exe);
-      metrics::increment("UncachedCompile");
-    }
+    exe = runtime::find_or_compile(captured.program, cause);
   } catch (...) {
     // The tensors hold the error, and the trace goes on without them.
     for (const auto& r : results) r->fail(std::current_exception());
     throw;
   }
-  runtime::device_worker(d).submit([exe, parameters = std::move(parameters), results]() noexcept {
+  runtime::device_worker(d).submit([exe, parameters = std::move(parameters), results, d]() noexcept {
     try {
       std::vector<runtime::buffer_ptr> inputs;
       for (const auto& p : parameters) inputs.push_back(p->wait());
+      const auto begin = std::chrono::steady_clock::now();
       std::vector<runtime::buffer_ptr> values = runtime::execute(*exe, inputs, current_thread_pool());
+      const auto end = std::chrono::steady_clock::now();
       for (std::size_t i = 0; i < results.size(); ++i) results[i]->set(std::move(values[i]));
-      metrics::increment("ExecuteCount");
+      metrics::record("ExecuteTime", static_cast<double>(std::chrono::nanoseconds(end - begin).count()));
+      profiler::record(profiler::track::device(d.ordinal()), "execute", begin, end);
     } catch (...) {
       for (const auto& r : results) {
         if (!r->ready()) r->fail(std::current_exception());
@@ -82,7 +79,7 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states) {
 
 // Launches the pending work of `states`, one graph per device. A device whose graph fails
 // to compile does not keep the others from running; the first error is rethrown after.
-inline void launch_by_device(std::vector<std::shared_ptr<tensor_state>> states) {
+inline void launch_by_device(std::vector<std::shared_ptr<tensor_state>> states, const debug::step_cause& cause) {
   std::exception_ptr first_error;
   while (!states.empty()) {
     const xlite::device d = states.front()->device;
@@ -93,7 +90,7 @@ inline void launch_by_device(std::vector<std::shared_ptr<tensor_state>> states) 
       return true;
     });
     try {
-      launch(on_device);
+      launch(on_device, cause);
     } catch (...) {
       if (!first_error) first_error = std::current_exception();
     }
@@ -103,56 +100,89 @@ inline void launch_by_device(std::vector<std::shared_ptr<tensor_state>> states) 
 
 } // namespace detail
 
-// The barrier: compiles and runs everything traced so far, asynchronously.
-inline void mark_step() {
-  auto& registry = detail::registry();
-  std::scoped_lock lock(registry.mutex);
-  std::vector<std::shared_ptr<detail::tensor_state>> pending;
-  for (const auto& weak : registry.live) {
-    if (auto s = weak.lock(); s && s->pending) pending.push_back(std::move(s));
+namespace detail {
+
+// When the host began tracing the current step: the last barrier's end.
+inline std::chrono::steady_clock::time_point& tracing_began() {
+  static std::chrono::steady_clock::time_point when = std::chrono::steady_clock::now();
+  return when;
+}
+
+} // namespace detail
+
+// The barrier: compiles and runs everything traced so far, asynchronously. `where` is the
+// caller's line, for XLITE_DEBUG_LEVEL's analysis.
+inline void mark_step(std::source_location where = std::source_location::current()) {
+  {
+    auto& registry = detail::registry();
+    std::scoped_lock lock(registry.mutex);
+    auto& tracing_began = detail::tracing_began(); // first, so it is never after `began`
+    const auto began = std::chrono::steady_clock::now();
+    profiler::record(profiler::track::host_tracing(), "trace", tracing_began, began);
+    std::vector<std::shared_ptr<detail::tensor_state>> pending;
+    for (const auto& weak : registry.live) {
+      if (auto s = weak.lock(); s && s->pending) pending.push_back(std::move(s));
+    }
+    registry.live.clear();
+    registry.last_compacted = 0;
+    metrics::increment("MarkStep");
+    if (!pending.empty()) detail::launch_by_device(std::move(pending), {"mark_step", where});
+    tracing_began = std::chrono::steady_clock::now();
+    profiler::record(profiler::track::host_tracing(), "mark_step", began, tracing_began);
   }
-  registry.live.clear();
-  registry.last_compacted = 0;
-  metrics::increment("MarkStep");
-  if (!pending.empty()) detail::launch_by_device(std::move(pending));
+  metrics::write_step_report();
 }
 
 namespace detail {
 
 // The device value of t, computed if it is still pending.
-inline runtime::device_data_ptr sync(const tensor& t) {
+inline runtime::device_data_ptr sync(const tensor& t, const debug::step_cause& cause) {
   auto& registry = detail::registry();
   std::scoped_lock lock(registry.mutex);
-  if (t.state()->pending) launch({t.state()});
+  if (t.state()->pending) launch({t.state()}, cause);
   return t.state()->data;
+}
+
+// Waits for t's value and times the transfer (TransferFromDeviceTime); on the CPU the
+// device buffer is host memory, so the wait is most of it.
+template <class Copy>
+void transfer_to_host(const tensor& t, const debug::step_cause& cause, Copy&& copy) {
+  const runtime::device_data_ptr data = sync(t, cause);
+  const auto begin = std::chrono::steady_clock::now();
+  copy(*data->wait());
+  const auto end = std::chrono::steady_clock::now();
+  metrics::increment("TransferFromDevice");
+  metrics::record("TransferFromDeviceTime", static_cast<double>(std::chrono::nanoseconds(end - begin).count()));
+  profiler::record(profiler::track::transfers(), cause.reason, begin, end);
 }
 
 } // namespace detail
 
 template <class T>
-xlite::tensor<T> tensor::to_host() const {
+xlite::tensor<T> tensor::to_host(std::source_location where) const {
   if (dtype_of_v<T> != type()) {
     throw dtype_error(xlite::detail::message("to_host: the tensor is ", name(type()), ", not ", name(dtype_of_v<T>),
                                              "; cast it first"));
   }
-  const runtime::buffer_ptr& value = detail::sync(*this)->wait();
   xlite::tensor<T> host(xlite::tensor<T>::uninitialized, shape());
-  std::copy_n(value->as<T>(), size(), host.data());
-  metrics::increment("TransferFromDevice");
+  detail::transfer_to_host(*this, {"to_host", where},
+                           [&](const runtime::buffer& value) { std::copy_n(value.as<T>(), size(), host.data()); });
   return host;
 }
 
 template <class T>
-T tensor::item() const {
+T tensor::item(std::source_location where) const {
   if (size() != 1) {
     throw value_error(xlite::detail::message("item: the tensor has shape ", shape(), "; item() needs one element"));
   }
-  const runtime::buffer_ptr& value = detail::sync(*this)->wait();
-  metrics::increment("TransferFromDevice");
-  return visit_dtype(type(), [&](auto tag) {
-    using E = typename decltype(tag)::type;
-    return static_cast<T>(static_cast<std::conditional_t<std::is_same_v<E, bool>, bool, E>>(value->as<E>()[0]));
+  T result{};
+  detail::transfer_to_host(*this, {"item", where}, [&](const runtime::buffer& value) {
+    result = visit_dtype(type(), [&](auto tag) {
+      using E = typename decltype(tag)::type;
+      return static_cast<T>(static_cast<std::conditional_t<std::is_same_v<E, bool>, bool, E>>(value.as<E>()[0]));
+    });
   });
+  return result;
 }
 
 } // namespace xlite::lazy

@@ -7,9 +7,11 @@
 // one tensor needs. Copies of a handle share the value, as PyTorch tensors do.
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <source_location>
 #include <type_traits>
 #include <vector>
 
@@ -22,6 +24,8 @@
 #include "xlite/runtime/buffer.hpp"
 #include "xlite/runtime/device.hpp"
 #include "xlite/runtime/device_data.hpp"
+#include "xlite/runtime/metrics.hpp"
+#include "xlite/runtime/profiler.hpp"
 
 namespace xlite::lazy {
 
@@ -139,11 +143,11 @@ public:
   // Computes what this tensor needs (only that), waits, and copies the value to the host
   // (TransferFromDevice). T must be the tensor's dtype.
   template <class T>
-  xlite::tensor<T> to_host() const;
+  xlite::tensor<T> to_host(std::source_location where = std::source_location::current()) const;
 
   // The value of a one-element tensor, converted to T.
   template <class T>
-  T item() const;
+  T item(std::source_location where = std::source_location::current()) const;
 
   // For the barrier: the state behind the handle.
   const std::shared_ptr<detail::tensor_state>& state() const noexcept { return state_; }
@@ -151,8 +155,13 @@ public:
 private:
   template <class T>
   static tensor from_elements(const T* elements, const xlite::shape& s, const xlite::device& d) {
+    const auto begin = std::chrono::steady_clock::now();
     auto value = runtime::make_buffer(dtype_of_v<T>, s);
     std::copy_n(elements, s.numel(), value->template as<T>());
+    const auto end = std::chrono::steady_clock::now();
+    metrics::increment("TransferToDevice");
+    metrics::record("TransferToDeviceTime", static_cast<double>(std::chrono::nanoseconds(end - begin).count()));
+    profiler::record(profiler::track::transfers(), "from", begin, end);
     return tensor(d, std::make_shared<runtime::device_data>(d, std::move(value)));
   }
 

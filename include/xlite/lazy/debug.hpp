@@ -1,0 +1,33 @@
+#pragma once
+
+// The graph that would compute some tensors, as text or Graphviz dot, without running it:
+// PyTorch/XLA's _get_xla_tensors_text / _get_xla_tensors_dot. Tensors already computed
+// appear as parameters.
+
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "xlite/ir/dot.hpp"
+#include "xlite/ir/graph.hpp"
+#include "xlite/ir/print.hpp"
+#include "xlite/lazy/tensor.hpp"
+
+namespace xlite::debug {
+
+namespace detail {
+inline ir::graph pending_graph(std::span<const lazy::tensor> tensors) {
+  std::vector<ir::node_ptr> outputs;
+  for (const lazy::tensor& t : tensors) outputs.push_back(t.node());
+  return ir::capture(outputs).program;
+}
+} // namespace detail
+
+inline std::string ir_text(std::span<const lazy::tensor> tensors) { return ir::to_text(detail::pending_graph(tensors)); }
+inline std::string ir_text(std::initializer_list<lazy::tensor> tensors) { return ir_text(std::span<const lazy::tensor>(tensors.begin(), tensors.size())); }
+
+inline std::string ir_dot(std::span<const lazy::tensor> tensors) { return ir::to_dot(detail::pending_graph(tensors)); }
+inline std::string ir_dot(std::initializer_list<lazy::tensor> tensors) { return ir_dot(std::span<const lazy::tensor>(tensors.begin(), tensors.size())); }
+
+} // namespace xlite::debug

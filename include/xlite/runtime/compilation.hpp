@@ -1,0 +1,150 @@
+#pragma once
+
+// From a captured graph to its executable: the in-memory cache, then the persistent cache
+// (if initialize_cache() or XLITE_CACHE_DIR named one), then the compiler. Each outcome is
+// counted as PyTorch/XLA counts it:
+//
+//   CachedCompile          found in memory
+//   PersistentCacheHit     found on disk (no compilation)
+//   PersistentCacheMiss    not on disk (or damaged there), compiled
+//   PersistentCacheBadEntry a damaged entry on disk, compiled again and replaced
+//   UncachedCompile        compiled; CompileTime has the time it took
+//
+// The cache key hashes the graph with the context it is compiled in: the xlite version,
+// the device kind and the ISA the kernels run with. Everything else that changes an
+// executable (the ops, shapes, dtypes and constants) is in the graph.
+
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "xlite/compile/cache.hpp"
+#include "xlite/compile/compiler.hpp"
+#include "xlite/compile/disk_cache.hpp"
+#include "xlite/core/cpu_features.hpp"
+#include "xlite/core/env.hpp"
+#include "xlite/ir/graph.hpp"
+#include "xlite/runtime/compile_analysis.hpp"
+#include "xlite/runtime/device.hpp"
+#include "xlite/runtime/graph_dump.hpp"
+#include "xlite/runtime/metrics.hpp"
+#include "xlite/runtime/profiler.hpp"
+#include "xlite/version.hpp"
+
+namespace xlite::runtime {
+
+// Everything besides the graph that decides what the compiler produces.
+inline std::string compile_context() {
+  return "xlite " + std::to_string(XLITE_VERSION) + "; device " + device_type() + "; isa " +
+         std::string(name(active_isa()));
+}
+
+namespace detail {
+
+struct persistent_cache_state {
+  std::mutex mutex;
+  std::shared_ptr<compile::disk_cache> cache;
+  bool from_environment_read = false;
+};
+
+inline persistent_cache_state& persistent_state() {
+  static persistent_cache_state state;
+  return state;
+}
+
+// The persistent cache in use, or null. XLITE_CACHE_DIR (and XLITE_CACHE_READONLY=1,
+// XLITE_CACHE_MAX_BYTES) set one up on first use unless initialize_cache() came first.
+inline std::shared_ptr<compile::disk_cache> persistent_cache() {
+  auto& state = persistent_state();
+  std::scoped_lock lock(state.mutex);
+  if (!std::exchange(state.from_environment_read, true) && !state.cache) {
+    if (const auto dir = env_string("XLITE_CACHE_DIR")) {
+      const auto max_bytes = env_integer("XLITE_CACHE_MAX_BYTES", 1, std::numeric_limits<std::int64_t>::max());
+      state.cache = std::make_shared<compile::disk_cache>(
+          *dir, env_integer("XLITE_CACHE_READONLY", 0, 1).value_or(0) == 1,
+          max_bytes ? static_cast<std::uintmax_t>(*max_bytes) : compile::disk_cache::default_max_bytes);
+    }
+  }
+  return state.cache;
+}
+
+inline std::uint64_t cache_key(std::uint64_t graph_hash, const std::string& context) {
+  ir::detail::hasher h;
+  h.add(graph_hash);
+  for (const char c : context) h.add(static_cast<unsigned char>(c));
+  return h.state;
+}
+
+} // namespace detail
+
+// Stores compiled graphs in `directory` and looks for them there, across processes, as
+// torch_xla.runtime.initialize_cache does. Call it before the first computation: graphs
+// compiled earlier stay in memory only. `readonly` never writes (for a shared cache that
+// one writer fills). Calling it again switches to another directory.
+inline void initialize_cache(const std::filesystem::path& directory, bool readonly = false,
+                             std::uintmax_t max_bytes = compile::disk_cache::default_max_bytes) {
+  if (directory.empty()) throw value_error("initialize_cache: the directory is empty");
+  if (max_bytes == 0) throw value_error("initialize_cache: max_bytes must be positive");
+  auto& state = detail::persistent_state();
+  std::scoped_lock lock(state.mutex);
+  state.from_environment_read = true;
+  state.cache = std::make_shared<compile::disk_cache>(directory, readonly, max_bytes);
+}
+
+// Stops using a persistent cache (the files stay).
+inline void disable_persistent_cache() {
+  auto& state = detail::persistent_state();
+  std::scoped_lock lock(state.mutex);
+  state.from_environment_read = true;
+  state.cache = nullptr;
+}
+
+// The in-memory cache's capacity in executables: XLITE_COMPILATION_CACHE_SIZE, or this.
+inline std::size_t compilation_cache_capacity() { return compile::default_cache().capacity(); }
+inline void set_compilation_cache_capacity(std::size_t capacity) {
+  if (capacity == 0) throw value_error("set_compilation_cache_capacity: the capacity must be positive");
+  compile::default_cache().set_capacity(capacity);
+}
+// Empties the in-memory cache; the persistent one keeps its entries.
+inline void clear_compilation_cache() { compile::default_cache().clear(); }
+
+// The executable for `captured`, from a cache or compiled now.
+inline compile::executable_ptr find_or_compile(const ir::graph& captured, const debug::step_cause& cause) {
+  const std::uint64_t graph_hash = ir::structural_hash(captured);
+  const std::string context = compile_context();
+  const std::uint64_t key = detail::cache_key(graph_hash, context);
+  debug::save_graph_if_requested(captured, graph_hash, cause);
+  debug::analyse_execution(captured, graph_hash, cause);
+  if (auto found = compile::default_cache().find(key, captured)) {
+    metrics::increment("CachedCompile");
+    return found;
+  }
+  const auto disk = detail::persistent_cache();
+  if (disk) {
+    auto found = disk->find(key, context, captured);
+    if (found.result == compile::disk_cache::outcome::hit) {
+      metrics::increment("PersistentCacheHit");
+      compile::default_cache().insert(key, captured, found.compiled);
+      return std::move(found.compiled);
+    }
+    metrics::increment("PersistentCacheMiss");
+    if (found.result == compile::disk_cache::outcome::damaged) metrics::increment("PersistentCacheBadEntry");
+  }
+  compile::executable_ptr compiled;
+  {
+    profiler::scope compiling(profiler::track::host_compile(), "compile", {{"graph hash", debug::detail::hex(graph_hash)}});
+    metrics::timer timing("CompileTime");
+    compiled = compile::compile_graph(captured);
+  }
+  metrics::increment("UncachedCompile");
+  debug::analyse_compilation(captured, graph_hash, cause);
+  compile::default_cache().insert(key, captured, compiled);
+  if (disk) disk->store(key, {context, captured, compiled});
+  return compiled;
+}
+
+} // namespace xlite::runtime

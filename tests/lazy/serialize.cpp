@@ -1,0 +1,127 @@
+// Executables as bytes, for the persistent cache: a round trip keeps everything, and
+// damaged bytes are a format_error, never a crash (the sanitizer build checks the "never").
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "xlite/compile/cache.hpp"
+#include "xlite/compile/compiler.hpp"
+#include "xlite/compile/serialize.hpp"
+#include "xlite/ir/build.hpp"
+#include "xlite/ir/control.hpp"
+#include "xlite/ir/diff.hpp"
+#include "xlite/ir/graph.hpp"
+
+using namespace xlite;
+
+namespace {
+
+struct fake_source : ir::parameter_source {};
+
+ir::node_ptr param(dtype t, const shape& s) { return ir::parameter(std::make_shared<fake_source>(), t, s); }
+ir::node_ptr constant(double v, dtype t = dtype::f32) { return ir::constant(ir::literal::of(v), t); }
+
+// Graphs with every part an executable can have: element-wise kernels with constants and
+// iota, a reduction with its operand fused, a matmul with an epilogue, layout ops, and a
+// while loop whose body is a subprogram.
+std::vector<ir::graph> sample_graphs() {
+  std::vector<ir::graph> graphs;
+  const auto x = param(dtype::f32, shape{8, 16});
+  const auto w = param(dtype::f32, shape{16, 4});
+  const auto bias = param(dtype::f32, shape{4});
+  const auto product = ir::matmul(x, w);
+  const auto relu = ir::elementwise(op::maximum, {ir::elementwise(op::add, {product, bias}), constant(0)});
+  const std::int64_t last_axis[] = {1};
+  const auto total = ir::reduce(op::sum, ir::elementwise(op::exp, {relu}), last_axis, true);
+  const auto indices = ir::iota(dtype::i64, shape{8, 4}, 1);
+  graphs.push_back(ir::capture(std::vector{total, ir::cast(indices, dtype::bf16)}).program);
+
+  const std::int64_t perm[] = {1, 0};
+  const ir::padding widths[] = {{1, 2}, {0, 3}};
+  graphs.push_back(ir::capture(std::vector{ir::pad(ir::permute(x, perm), widths, ir::literal::of(-1.5))}).program);
+
+  const auto counter = ir::placeholder(dtype::i64, shape{});
+  const auto state = ir::placeholder(dtype::f32, shape{8, 16});
+  const std::vector<ir::node_ptr> placeholders{counter, state};
+  const auto looped = ir::while_loop(
+      std::vector{constant(0, dtype::i64), x}, placeholders,
+      ir::elementwise(op::less, {counter, constant(3, dtype::i64)}),
+      std::vector{ir::elementwise(op::add, {counter, constant(1, dtype::i64)}),
+                  ir::elementwise(op::mul, {state, constant(0.5)})});
+  graphs.push_back(ir::capture(std::vector{looped[1]}).program);
+  return graphs;
+}
+
+compile::cache_record record_of(const ir::graph& g) { return {"test context", g, compile::compile_graph(g)}; }
+
+} // namespace
+
+TEST_CASE("a compiled program survives serialization unchanged", "[compile][serialize]") {
+  for (const ir::graph& g : sample_graphs()) {
+    const compile::cache_record original = record_of(g);
+    const std::string bytes = compile::serialize(original);
+    const compile::cache_record copy = compile::deserialize(bytes);
+    CHECK(copy.context == original.context);
+    CHECK(copy.source == g);
+    CHECK(copy.compiled->program == original.compiled->program);
+    CHECK(copy.compiled->hash == original.compiled->hash);
+    CHECK(copy.compiled->kernels.size() == original.compiled->kernels.size());
+    CHECK(copy.compiled->buffers.slot_bytes == original.compiled->buffers.slot_bytes);
+    CHECK(copy.compiled->pass_log == original.compiled->pass_log);
+    // Everything else too: the copy encodes to the same bytes.
+    CHECK(compile::serialize(copy) == bytes);
+  }
+}
+
+TEST_CASE("every truncation of a serialized program is a format_error", "[compile][serialize]") {
+  for (const ir::graph& g : sample_graphs()) {
+    const std::string bytes = compile::serialize(record_of(g));
+    for (std::size_t length = 0; length < bytes.size(); ++length) {
+      INFO("length " << length << " of " << bytes.size());
+      CHECK_THROWS_AS(compile::deserialize(std::span(bytes.data(), length)), compile::format_error);
+    }
+    CHECK_THROWS_AS(compile::deserialize(bytes + '\0'), compile::format_error);
+  }
+}
+
+TEST_CASE("random damage to a serialized program never crashes", "[compile][serialize]") {
+  std::mt19937_64 random(20261123);
+  std::size_t rejected = 0, trials = 0;
+  for (const ir::graph& g : sample_graphs()) {
+    const std::string bytes = compile::serialize(record_of(g));
+    for (int trial = 0; trial < 3000; ++trial, ++trials) {
+      std::string damaged = bytes;
+      const int flips = 1 + static_cast<int>(random() % 4);
+      for (int f = 0; f < flips; ++f) damaged[random() % damaged.size()] = static_cast<char>(random());
+      try {
+        compile::deserialize(damaged); // a damaged constant or flag can still decode
+      } catch (const compile::format_error&) {
+        ++rejected;
+      }
+    }
+  }
+  CHECK(rejected > trials / 10); // most damage to counts, enums and indices is caught
+}
+
+TEST_CASE("graphs whose keys collide never share an executable in memory", "[compile][cache]") {
+  const auto graphs = sample_graphs();
+  compile::compilation_cache cache(4);
+  cache.insert(42, graphs[0], compile::compile_graph(graphs[0]));
+  CHECK(cache.find(42, graphs[0]) != nullptr);
+  CHECK(cache.find(42, graphs[1]) == nullptr); // same key, another graph
+  CHECK(cache.find(43, graphs[0]) == nullptr);
+}
+
+TEST_CASE("equal graphs compare equal through their subgraphs, not their pointers", "[ir]") {
+  const auto a = sample_graphs();
+  const auto b = sample_graphs(); // traced again: new subgraph objects
+  CHECK(a[2] == b[2]);
+  CHECK(ir::structural_hash(a[2]) == ir::structural_hash(b[2]));
+  CHECK_FALSE(ir::describe_difference(a[2], b[2]).has_value());
+  CHECK(ir::describe_difference(a[0], a[1]).has_value());
+}
