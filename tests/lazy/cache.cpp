@@ -10,12 +10,15 @@
 
 #include <atomic>
 #include <bit>
+#include <cmath>
+#include <limits>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -23,9 +26,11 @@
 #include <vector>
 
 #include "cache_program.hpp"
+#include "capture_stderr.hpp"
 #include "xlite/lazy.hpp"
 
 using namespace xlite;
+using xlite_test::captured_errors;
 namespace fs = std::filesystem;
 
 namespace {
@@ -115,21 +120,18 @@ std::vector<std::uint32_t> run_fresh(std::int64_t batch = 16) {
 }
 
 // What the program writes on std::cerr while `body` runs.
-template <class Body>
-std::string captured_errors(Body&& body) {
-  std::ostringstream captured;
-  auto* const previous = std::cerr.rdbuf(captured.rdbuf());
-  try {
-    body();
-  } catch (...) {
-    std::cerr.rdbuf(previous);
-    throw;
-  }
-  std::cerr.rdbuf(previous);
-  return captured.str();
-}
 
 std::int64_t count(const char* name) { return metrics::counter_value(name); }
+
+// A persistent cache in `directory` for one test: later tests run without one even when a
+// check fails half-way.
+struct persistent_cache_scope {
+  explicit persistent_cache_scope(const fs::path& directory, bool readonly = false,
+                                  std::uintmax_t max_bytes = compile::disk_cache::default_max_bytes) {
+    runtime::initialize_cache(directory, readonly, max_bytes);
+  }
+  ~persistent_cache_scope() { runtime::disable_persistent_cache(); }
+};
 
 } // namespace
 
@@ -201,7 +203,7 @@ TEST_CASE("a read-only cache is used but never written", "[cache]") {
 TEST_CASE("damaged entries are reported once, recompiled and replaced", "[cache]") {
   const auto& expected = reference_values();
   scratch_directory dir;
-  runtime::initialize_cache(dir.path);
+  const persistent_cache_scope cache(dir.path);
   REQUIRE(run_fresh() == expected);
   const auto entries = entries_in(dir.path);
   const auto n = static_cast<std::int64_t>(entries.size());
@@ -247,7 +249,6 @@ TEST_CASE("damaged entries are reported once, recompiled and replaced", "[cache]
     CHECK(count("PersistentCacheHit") == n);
     CHECK(count("UncachedCompile") == 0);
   }
-  runtime::disable_persistent_cache();
 }
 
 TEST_CASE("a cache directory that cannot be written is warned about and the program runs", "[cache]") {
@@ -256,8 +257,9 @@ TEST_CASE("a cache directory that cannot be written is warned about and the prog
   fs::create_directories(dir.path);
   std::ofstream(dir.path / "a file") << "not a directory";
   std::vector<std::uint32_t> values;
+  std::optional<persistent_cache_scope> cache;
   const std::string warnings = captured_errors([&] {
-    runtime::initialize_cache(dir.path / "a file" / "cache");
+    cache.emplace(dir.path / "a file" / "cache");
     values = run_fresh();
     values = run_fresh();
   });
@@ -271,24 +273,25 @@ TEST_CASE("a cache directory that cannot be written is warned about and the prog
     fs::create_directories(locked);
     fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_exec);
     const std::string locked_warnings = captured_errors([&] {
-      runtime::initialize_cache(locked);
+      runtime::initialize_cache(locked); // still ended by `cache`
       values = run_fresh();
     });
     CHECK(values == expected);
     CHECK(locked_warnings.find("cannot write") != std::string::npos);
     CHECK(entries_in(locked).empty());
   }
-  runtime::disable_persistent_cache();
 }
 
 TEST_CASE("a cache over its size bound evicts the entries used least recently", "[cache]") {
   scratch_directory dir;
-  runtime::initialize_cache(dir.path);
-  run_fresh(1);
-  const auto first_entries = entries_in(dir.path);
+  std::set<fs::path> first_entries;
   std::uintmax_t entry_bytes = 0;
-  for (const auto& e : first_entries) entry_bytes = std::max(entry_bytes, fs::file_size(e));
-  runtime::disable_persistent_cache();
+  {
+    const persistent_cache_scope unbounded(dir.path);
+    run_fresh(1);
+    first_entries = entries_in(dir.path);
+    for (const auto& e : first_entries) entry_bytes = std::max(entry_bytes, fs::file_size(e));
+  }
   fs::remove_all(dir.path);
 
   // Room for batch 1's entries and two more; each batch size below adds as many as batch 1.
@@ -298,7 +301,7 @@ TEST_CASE("a cache over its size bound evicts the entries used least recently", 
     for (const auto& e : entries_in(dir.path)) total += fs::file_size(e);
     return total;
   };
-  runtime::initialize_cache(dir.path, false, bound);
+  const persistent_cache_scope bounded(dir.path, false, bound);
   run_fresh(1);
   const auto kept = entries_in(dir.path);
   for (std::int64_t batch = 2; batch <= 5; ++batch) {
@@ -311,7 +314,6 @@ TEST_CASE("a cache over its size bound evicts the entries used least recently", 
   }
   for (const auto& e : kept) CHECK(fs::exists(e));
   CHECK(entries_in(dir.path).size() < 5 * kept.size()); // older batches' entries were evicted
-  runtime::disable_persistent_cache();
 }
 
 TEST_CASE("initialize_cache refuses an empty path and a zero bound", "[cache]") {
@@ -350,4 +352,19 @@ TEST_CASE("XLITE_CACHE_DIR sets up the persistent cache on first use", "[.xlite_
   CHECK(count("PersistentCacheHit") == entries);
   CHECK(count("UncachedCompile") == 0);
   fs::remove_all(dir);
+}
+
+TEST_CASE("a graph with a NaN constant hits the cache like any other", "[cache]") {
+  runtime::clear_compilation_cache();
+  metrics::clear_counters();
+  const auto x = lazy::tensor::from(xlite::tensor<float>({1.0f, 2.0f}));
+  for (int step = 0; step < 3; ++step) {
+    const float shift = static_cast<float>(step + 2); // not 0 or 1, which are graph constants
+    const auto padded = lazy::pad(x + shift, {{1, 1}}, std::numeric_limits<float>::quiet_NaN());
+    mark_step();
+    const auto values = padded.to_host<float>();
+    CHECK(std::isnan(values(0)));
+    CHECK(values(1) == 1.0f + shift);
+  }
+  CHECK(count("UncachedCompile") == 1);
 }

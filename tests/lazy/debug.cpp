@@ -20,26 +20,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "capture_stderr.hpp"
 #include "xlite/lazy.hpp"
 
 using namespace xlite;
+using xlite_test::captured_errors;
 namespace fs = std::filesystem;
 
 namespace {
 
-template <class Body>
-std::string captured_errors(Body&& body) {
-  std::ostringstream captured;
-  auto* const previous = std::cerr.rdbuf(captured.rdbuf());
-  try {
-    body();
-  } catch (...) {
-    std::cerr.rdbuf(previous);
-    throw;
-  }
-  std::cerr.rdbuf(previous);
-  return captured.str();
-}
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

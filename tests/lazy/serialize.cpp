@@ -3,14 +3,21 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "xlite/compile/cache.hpp"
 #include "xlite/compile/compiler.hpp"
+#include "xlite/compile/disk_cache.hpp"
 #include "xlite/compile/serialize.hpp"
 #include "xlite/ir/build.hpp"
 #include "xlite/ir/control.hpp"
@@ -58,6 +65,14 @@ std::vector<ir::graph> sample_graphs() {
 }
 
 compile::cache_record record_of(const ir::graph& g) { return {"test context", g, compile::compile_graph(g)}; }
+
+namespace fs = std::filesystem;
+
+struct scratch_directory {
+  fs::path path = fs::temp_directory_path() / ("xlite-disk-cache-test-" + std::to_string(::getpid()));
+  scratch_directory() { fs::remove_all(path); }
+  ~scratch_directory() { fs::remove_all(path); }
+};
 
 } // namespace
 
@@ -124,4 +139,96 @@ TEST_CASE("equal graphs compare equal through their subgraphs, not their pointer
   CHECK(ir::structural_hash(a[2]) == ir::structural_hash(b[2]));
   CHECK_FALSE(ir::describe_difference(a[2], b[2]).has_value());
   CHECK(ir::describe_difference(a[0], a[1]).has_value());
+}
+
+TEST_CASE("the compiler's output for a sample is what compiler_revision was bumped for", "[compile][serialize]") {
+  // A digest of the compiled samples. When it changes, entries that older builds wrote to a
+  // persistent cache would run a different program: bump compile::compiler_revision
+  // (compile/compiler.hpp), then set this digest to the new one printed below.
+  constexpr std::uint64_t digest_at_revision = 1783044531046614128;
+  static_assert(compile::compiler_revision == 1);
+  ir::hasher h;
+  for (const ir::graph& g : sample_graphs()) {
+    for (const char c : compile::serialize(record_of(g))) h.add(static_cast<unsigned char>(c));
+  }
+  INFO("digest of the compiled samples: " << h.state);
+  CHECK(h.state == digest_at_revision);
+}
+
+TEST_CASE("the disk cache: a key collision or another context is a miss, not damage", "[compile][cache]") {
+  const auto graphs = sample_graphs();
+  scratch_directory dir;
+  compile::disk_cache cache(dir.path, false);
+  REQUIRE(cache.store(1, record_of(graphs[0])));
+  fs::copy_file(cache.entry_path(1), cache.entry_path(2)); // graph 0's entry under graph 1's key
+  CHECK(cache.find(1, "test context", graphs[0]).result == compile::disk_cache::outcome::hit);
+  CHECK(cache.find(2, "test context", graphs[1]).result == compile::disk_cache::outcome::miss);
+  CHECK(cache.find(1, "another context", graphs[0]).result == compile::disk_cache::outcome::miss);
+  CHECK(cache.find(3, "test context", graphs[0]).result == compile::disk_cache::outcome::miss);
+}
+
+TEST_CASE("the disk cache: readers running beside a writer never see half an entry", "[compile][cache]") {
+  const auto graphs = sample_graphs();
+  const auto record = record_of(graphs[2]);
+  scratch_directory dir;
+  compile::disk_cache(dir.path, false).store(7, record);
+  std::atomic<bool> done{false};
+  std::atomic<int> damaged{0}, hits{0};
+  std::thread writer([&] {
+    compile::disk_cache cache(dir.path, false); // as another process would
+    for (int k = 0; k < 200; ++k) cache.store(7, record);
+    done = true;
+  });
+  compile::disk_cache reader(dir.path, true);
+  while (!done) {
+    const auto found = reader.find(7, "test context", graphs[2]);
+    if (found.result == compile::disk_cache::outcome::damaged) ++damaged;
+    if (found.result == compile::disk_cache::outcome::hit) ++hits;
+  }
+  writer.join();
+  CHECK(damaged == 0);
+  CHECK(hits > 0);
+}
+
+TEST_CASE("the disk cache: a crashed writer's temporary file is ignored, and removed after an hour",
+          "[compile][cache]") {
+  const auto graphs = sample_graphs();
+  scratch_directory dir;
+  fs::create_directories(dir.path);
+  compile::disk_cache cache(dir.path, false);
+  const fs::path fresh = cache.entry_path(5).string() + ".tmp.123.0.42";
+  const fs::path stale = cache.entry_path(6).string() + ".tmp.123.1.42";
+  std::ofstream(fresh) << "half an ent";
+  std::ofstream(stale) << "half an ent";
+  fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  CHECK(cache.find(5, "test context", graphs[0]).result == compile::disk_cache::outcome::miss);
+  CHECK(cache.size_bytes() == 0);
+  compile::disk_cache readonly(dir.path, true);
+  CHECK_FALSE(readonly.store(1, record_of(graphs[0])));
+  CHECK(fs::exists(stale)); // read-only mode removes nothing
+  REQUIRE(cache.store(1, record_of(graphs[0])));
+  CHECK_FALSE(fs::exists(stale));
+  CHECK(fs::exists(fresh)); // its writer may still be at work
+}
+
+TEST_CASE("the disk cache does not store an entry larger than its bound", "[compile][cache]") {
+  const auto graphs = sample_graphs();
+  scratch_directory dir;
+  compile::disk_cache tiny(dir.path, false, 64);
+  CHECK_FALSE(tiny.store(1, record_of(graphs[0])));
+  CHECK(tiny.size_bytes() == 0);
+}
+
+TEST_CASE("the memory cache evicts the least recently used", "[compile][cache]") {
+  const auto graphs = sample_graphs();
+  compile::compilation_cache cache(2);
+  const auto compiled = [&](std::size_t k) { return compile::compile_graph(graphs[k]); };
+  cache.insert(0, graphs[0], compiled(0));
+  cache.insert(1, graphs[1], compiled(1));
+  CHECK(cache.find(0, graphs[0]) != nullptr); // 0 is now the most recent
+  cache.insert(2, graphs[2], compiled(2));
+  CHECK(cache.find(1, graphs[1]) == nullptr);
+  CHECK(cache.find(0, graphs[0]) != nullptr);
+  CHECK(cache.find(2, graphs[2]) != nullptr);
+  CHECK(cache.size() == 2);
 }

@@ -22,6 +22,12 @@
 
 namespace xlite::compile {
 
+// Bump whenever compile_graph's output changes for some graph (a pass, the lowering, the
+// executable's meaning): it is part of the cache key, so entries an older compiler wrote
+// to a persistent cache are not run by a newer one. tests/lazy/serialize.cpp holds a
+// digest of a compiled sample that fails when the output changes and the revision did not.
+inline constexpr std::uint32_t compiler_revision = 1;
+
 namespace detail {
 
 // An iota in a kernel may be smaller than the kernel's index space, broadcast into it

@@ -10,7 +10,8 @@
 // rename is atomic, so a reader (or a crash) never sees half an entry, and two processes
 // storing the same key leave one whole entry. An entry that is truncated, damaged or of
 // another format version is reported once, as a warning, and treated as a miss; the
-// recompiled program then replaces it. Reads refresh an entry's modification time, and a
+// recompiled program then replaces it. (What decoding checks, and what the checksum is
+// for: compile/serialize.hpp.) Reads refresh an entry's modification time, and a
 // store past the size bound removes the entries read least recently.
 
 #include <fcntl.h>
@@ -26,9 +27,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <system_error>
@@ -73,10 +74,15 @@ public:
   // another graph or context (a key collision) is a miss, not damage.
   lookup find(std::uint64_t key, const std::string& context, const ir::graph& source) {
     const std::filesystem::path path = entry_path(key);
-    std::ifstream in(path, std::ios::binary);
+    // The size of the file opened, not of the path: a writer may rename a new one over it.
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) return {};
-    const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    if (in.bad()) return damaged(path, "it could not be read");
+    const auto size = static_cast<std::uintmax_t>(in.tellg());
+    if (size > max_bytes_) return damaged(path, "it is larger than the cache's bound");
+    std::string bytes(static_cast<std::size_t>(size), '\0');
+    in.seekg(0);
+    in.read(bytes.data(), static_cast<std::streamsize>(size));
+    if (!in) return damaged(path, "it could not be read");
     if (bytes.size() < header_bytes) return damaged(path, "it is truncated");
     if (std::memcmp(bytes.data(), magic, sizeof magic) != 0) return damaged(path, "it is not an xlite cache entry");
     const auto version = read_word<std::uint32_t>(bytes, 8);
@@ -94,7 +100,7 @@ public:
     } catch (const format_error& e) {
       return damaged(path, e.what());
     }
-    if (record.context != context || !(record.source == source)) return {};
+    if (record.context != context || !(record.source == source)) return {}; // a key collision
     if (!readonly_) {
       std::error_code ignored; // only the eviction order depends on it
       std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ignored);
@@ -114,6 +120,7 @@ public:
     write_word(bytes, 16, static_cast<std::uint64_t>(payload.size()));
     write_word(bytes, 24, checksum(payload));
     bytes += payload;
+    if (bytes.size() > max_bytes_) return false; // it would evict everything, itself included
     const std::filesystem::path path = entry_path(key);
     const std::filesystem::path temporary = temporary_path(path);
     if (const auto failure = write_synced(temporary, bytes)) {
@@ -157,7 +164,7 @@ private:
   }
 
   static std::uint64_t checksum(std::span<const char> bytes) {
-    ir::detail::hasher h;
+    ir::hasher h;
     h.add(bytes.size());
     std::size_t at = 0;
     for (; at + 8 <= bytes.size(); at += 8) {
@@ -187,10 +194,16 @@ private:
     if (warned_.insert(about).second) std::cerr << "xlite: warning: " << text << '\n';
   }
 
-  // Unique across processes and threads: the final name, the process id and a counter.
+  // Unique across threads, processes and containers sharing the directory (whose process
+  // ids may coincide): the final name, the process id, a counter and random bits.
   static std::filesystem::path temporary_path(const std::filesystem::path& path) {
     static std::atomic<std::uint64_t> counter{0};
-    return path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    static const std::uint64_t salt = [] {
+      std::random_device entropy;
+      return (std::uint64_t{entropy()} << 32) ^ entropy();
+    }();
+    return path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." +
+           std::to_string(salt);
   }
 
   // Writes and fsyncs `bytes` to a new file; the reason on failure.
@@ -228,9 +241,9 @@ private:
     std::filesystem::file_time_type used;
   };
 
-  // The entries, and the temporary files a crashed writer left behind more than an hour ago
-  // (removed as they are met: nobody will rename them).
-  std::vector<entry> entries() const {
+  // The entries. With `remove_stale`, also removes the temporary files a crashed writer
+  // left behind more than an hour ago: nobody will rename them.
+  std::vector<entry> entries(bool remove_stale = false) const {
     std::vector<entry> found;
     std::error_code failure;
     const auto stale = std::filesystem::file_time_type::clock::now() - std::chrono::hours(1);
@@ -238,9 +251,8 @@ private:
       std::error_code ignored;
       const auto used = item.last_write_time(ignored);
       if (ignored) continue; // removed meanwhile by another process
-      const std::string name = item.path().filename().string();
-      if (name.find(".xlc.tmp.") != std::string::npos) {
-        if (used < stale) std::filesystem::remove(item.path(), ignored);
+      if (item.path().filename().string().find(".xlc.tmp.") != std::string::npos) {
+        if (remove_stale && used < stale) std::filesystem::remove(item.path(), ignored);
         continue;
       }
       if (item.path().extension() != ".xlc") continue;
@@ -250,10 +262,10 @@ private:
     return found;
   }
 
-  // Removes the least recently used entries until the cache fits its bound; the entry just
-  // stored stays, even if it alone is larger.
+  // Removes the least recently used entries, other than the one just stored, until the
+  // cache fits its bound. Only stores call it: a read-only cache never removes anything.
   void evict_beyond_bound(const std::filesystem::path& kept) {
-    std::vector<entry> all = entries();
+    std::vector<entry> all = entries(/*remove_stale=*/true);
     std::uintmax_t total = 0;
     for (const entry& e : all) total += e.bytes;
     if (total <= max_bytes_) return;

@@ -2,13 +2,17 @@
 
 // Executables as bytes, for the persistent compilation cache. The encoding is a plain
 // little-endian walk of the structs (no padding, no pointers); subgraphs and subprograms
-// nest. Decoding trusts nothing: every count is checked against the bytes left, every enum
-// against its range and every index against what it indexes, so a damaged entry is a
-// format_error, never a crash or an executable that reads out of bounds.
+// nest. Decoding checks what damage could make unsafe to decode or to look up: every count
+// against the bytes left, every enum against its range, indices against what they index,
+// nesting depth, and that the program returns what the traced graph returns. It does not
+// re-verify the compiler's work (which registers a program reads before writing, which op
+// takes how many operands): the checksum in front of the bytes catches accidental damage,
+// and a cache directory is trusted as the program's own files are.
 
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -23,6 +27,7 @@
 namespace xlite::compile {
 
 static_assert(std::endian::native == std::endian::little, "the cache's encoding is the host's little-endian layout");
+static_assert(sizeof(std::size_t) == 8, "the buffer plan's size_t fields are encoded as 8 bytes");
 
 // Bytes that do not decode to a valid executable.
 class format_error : public error {
@@ -112,7 +117,16 @@ private:
   std::size_t at_ = 0;
 };
 
-inline constexpr std::size_t dtype_count = static_cast<std::size_t>(dtype::f64) + 1;
+// The fewest bytes each item encodes to, so a count is checked against the bytes left
+// before anything is allocated for it.
+inline constexpr std::size_t min_instruction_bytes = 51;
+inline constexpr std::size_t min_graph_bytes = 24;
+inline constexpr std::size_t min_kernel_bytes = 42;
+inline constexpr std::size_t min_step_bytes = 41;
+inline constexpr std::size_t min_executable_bytes = 80;
+inline constexpr std::size_t register_step_kinds = 2; // load, compute
+// Loops in loops in loops: far beyond any real program, far below what overflows the stack.
+inline constexpr int max_nesting = 64;
 
 inline void check(bool ok, std::string_view what) {
   if (!ok) reader::fail(what);
@@ -137,13 +151,14 @@ inline void write_graph(writer& w, const ir::graph& g) {
   w.put_count(g.parameter_count);
 }
 
-inline ir::graph read_graph(reader& r) {
+inline ir::graph read_graph(reader& r, int depth) {
+  check(depth <= max_nesting, "subgraphs nested too deep");
   ir::graph g;
-  g.instructions.resize(r.get_count(8));
+  g.instructions.resize(r.get_count(min_instruction_bytes));
   for (std::size_t id = 0; id < g.instructions.size(); ++id) {
     ir::instruction& ins = g.instructions[id];
     ins.code = r.get_enum<op>(op_count);
-    ins.type = r.get_enum<dtype>(dtype_count);
+    ins.type = r.get_enum<dtype>(all_dtypes.size());
     const auto dims = r.get_all<std::int64_t>();
     check(dims.size() <= max_rank, "a shape of too high a rank");
     for (const std::int64_t d : dims) check(d >= 0, "a negative dimension");
@@ -153,8 +168,10 @@ inline ir::graph read_graph(reader& r) {
     ins.attrs.ints = r.get_all<std::int64_t>();
     ins.attrs.flag = r.get_bool();
     ins.attrs.value = r.get<ir::literal>();
-    const std::size_t subgraphs = r.get_count(8);
-    for (std::size_t k = 0; k < subgraphs; ++k) ins.attrs.subgraphs.push_back(std::make_shared<ir::graph>(read_graph(r)));
+    const std::size_t subgraphs = r.get_count(min_graph_bytes);
+    for (std::size_t k = 0; k < subgraphs; ++k) {
+      ins.attrs.subgraphs.push_back(std::make_shared<ir::graph>(read_graph(r, depth + 1)));
+    }
   }
   g.outputs = r.get_all<ir::value_id>();
   for (const ir::value_id out : g.outputs) check(out < g.instructions.size(), "an output out of range");
@@ -206,15 +223,16 @@ inline void write_executable(writer& w, const executable& exe) {
   w.put_text(exe.pass_log);
 }
 
-inline executable_ptr read_executable(reader& r) {
+inline executable_ptr read_executable(reader& r, int depth) {
+  check(depth <= max_nesting, "subprograms nested too deep");
   auto exe = std::make_shared<executable>();
   exe->hash = r.get<std::uint64_t>();
-  exe->program = read_graph(r);
+  exe->program = read_graph(r, depth);
   const std::size_t values = exe->program.instructions.size();
   const auto in_program = [&](const std::vector<ir::value_id>& ids) {
     for (const ir::value_id v : ids) check(v < values, "a kernel value out of range");
   };
-  exe->kernels.resize(r.get_count(8));
+  exe->kernels.resize(r.get_count(min_kernel_bytes));
   for (kernel& k : exe->kernels) {
     k.group.root = r.get<ir::value_id>();
     check(k.group.root < values, "a kernel root out of range");
@@ -222,12 +240,12 @@ inline executable_ptr read_executable(reader& r) {
     in_program(k.group.inputs = r.get_all<ir::value_id>());
     k.group.elementwise = r.get_bool();
     k.group.matmul_epilogue = r.get_bool();
-    k.program.resize(r.get_count(8));
+    k.program.resize(r.get_count(min_step_bytes));
     for (register_step& step : k.program) {
-      step.what = r.get_enum<register_step::kind>(2);
+      step.what = r.get_enum<register_step::kind>(register_step_kinds);
       step.code = r.get_enum<op>(op_count);
-      step.type = r.get_enum<dtype>(dtype_count);
-      step.operand_type = r.get_enum<dtype>(dtype_count);
+      step.type = r.get_enum<dtype>(all_dtypes.size());
+      step.operand_type = r.get_enum<dtype>(all_dtypes.size());
       step.input = r.get<std::uint16_t>();
       step.operands = r.get_all<register_id>();
       step.result = r.get<register_id>();
@@ -243,13 +261,14 @@ inline executable_ptr read_executable(reader& r) {
       check(step.what != register_step::kind::load || step.input < k.group.inputs.size(), "a load out of range");
     }
     check(k.program.empty() || k.result_register < k.register_count, "a result register out of range");
-    const std::size_t subprograms = r.get_count(8);
-    for (std::size_t s = 0; s < subprograms; ++s) k.subprograms.push_back(read_executable(r));
+    const std::size_t subprograms = r.get_count(min_executable_bytes);
+    for (std::size_t s = 0; s < subprograms; ++s) k.subprograms.push_back(read_executable(r, depth + 1));
   }
   passes::buffer_plan& plan = exe->buffers;
   plan.slot_of = r.get_all<std::size_t>();
   plan.slot_bytes = r.get_all<std::int64_t>();
   const auto is_output = r.get_all<std::uint8_t>();
+  for (const std::uint8_t flag : is_output) check(flag <= 1, "a flag that is neither 0 nor 1");
   plan.slot_is_output.assign(is_output.begin(), is_output.end());
   plan.in_place_count = static_cast<std::size_t>(r.get<std::uint64_t>());
   check(plan.slot_of.size() == values && plan.slot_is_output.size() == plan.slot_bytes.size(),
@@ -280,20 +299,34 @@ inline std::string serialize(const cache_record& record) {
   return w.take();
 }
 
+// Whether `compiled` returns what `source` does: as many outputs, each of the same dtype and
+// shape. The runtime hands them to the traced tensors by position.
+inline bool returns_what(const executable& compiled, const ir::graph& source) {
+  const ir::graph& g = compiled.program;
+  if (g.outputs.size() != source.outputs.size()) return false;
+  for (std::size_t k = 0; k < g.outputs.size(); ++k) {
+    const ir::instruction& got = g.instructions[g.outputs[k]];
+    const ir::instruction& want = source.instructions[source.outputs[k]];
+    if (got.type != want.type || got.shape != want.shape) return false;
+  }
+  return true;
+}
+
 // Throws format_error for bytes that are not a whole, valid record.
 inline cache_record deserialize(std::span<const char> bytes) {
   detail::reader r(bytes);
   cache_record record;
   try {
     record.context = r.get_text();
-    record.source = detail::read_graph(r);
-    record.compiled = detail::read_executable(r);
+    record.source = detail::read_graph(r, 0);
+    record.compiled = detail::read_executable(r, 0);
   } catch (const format_error&) {
     throw;
-  } catch (const error& e) { // a shape the shape class refuses, say
+  } catch (const std::exception& e) { // a shape the shape class refuses; an allocation that fails
     throw format_error(xlite::detail::message("compiled program: ", e.what()));
   }
   if (!r.done()) detail::reader::fail("bytes after the end");
+  if (!returns_what(*record.compiled, record.source)) detail::reader::fail("outputs that differ from its graph's");
   return record;
 }
 

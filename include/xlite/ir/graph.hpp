@@ -184,17 +184,21 @@ constexpr std::uint64_t fold_multiply(std::uint64_t a, std::uint64_t b) {
   return static_cast<std::uint64_t>(product >> 64) ^ static_cast<std::uint64_t>(product);
 }
 
+} // namespace detail
+
+// A 64-bit hash fed word by word: the structural hash, the cache key and the disk cache's
+// checksum. Fast and well mixed, not cryptographic.
 struct hasher {
   std::uint64_t state = 0x6a09e667f3bcc908ULL;
-  void add(std::uint64_t word) { state = fold_multiply(state ^ word, 0x9e3779b97f4a7c15ULL) + 0xa0761d6478bd642fULL; }
+  void add(std::uint64_t word) {
+    state = detail::fold_multiply(state ^ word, 0x9e3779b97f4a7c15ULL) + 0xa0761d6478bd642fULL;
+  }
 };
-
-} // namespace detail
 
 // Covers ops, dtypes, shapes, attributes (constants and subgraphs included), operand
 // wiring, parameter positions and outputs; not parameter values. Equal graphs hash equal.
 inline std::uint64_t structural_hash(const graph& g) {
-  detail::hasher h;
+  hasher h;
   h.add(g.instructions.size());
   for (const instruction& ins : g.instructions) {
     h.add(static_cast<std::uint64_t>(ins.code) << 8 | static_cast<std::uint64_t>(ins.type));

@@ -9,6 +9,7 @@
 // errors surface at the line that traced the op, not at the barrier.
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -34,9 +35,18 @@ struct literal {
   double real = 0;
   std::int64_t integer = 0;
 
-  static literal of(double value) { return {value, static_cast<std::int64_t>(value)}; }
+  // The integer of a value outside int64's range (NaN, inf, 1e300) is 0: converting it would
+  // be undefined behaviour, and no integer node can hold it anyway.
+  static literal of(double value) {
+    const bool fits = value >= -0x1p63 && value < 0x1p63;
+    return {value, fits ? static_cast<std::int64_t>(value) : 0};
+  }
   static literal of(std::int64_t value) { return {static_cast<double>(value), value}; }
-  friend bool operator==(const literal&, const literal&) = default;
+  // Bitwise, as the structural hash sees it: a NaN fill equals itself (else a graph with one
+  // never hits a cache), and -0.0 differs from 0.0.
+  friend bool operator==(const literal& a, const literal& b) {
+    return std::bit_cast<std::uint64_t>(a.real) == std::bit_cast<std::uint64_t>(b.real) && a.integer == b.integer;
+  }
 };
 
 // What an op needs besides its operands, by op:

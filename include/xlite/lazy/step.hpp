@@ -53,7 +53,7 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states, con
       }
       parameters.push_back(std::const_pointer_cast<runtime::device_data>(std::move(data)));
     }
-    exe = runtime::find_or_compile(captured.program, cause);
+    exe = runtime::find_or_compile(captured.program, {cause.reason, cause.where, d.ordinal()});
   } catch (...) {
     // The tensors hold the error, and the trace goes on without them.
     for (const auto& r : results) r->fail(std::current_exception());
@@ -66,9 +66,12 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states, con
       const auto begin = std::chrono::steady_clock::now();
       std::vector<runtime::buffer_ptr> values = runtime::execute(*exe, inputs, current_thread_pool());
       const auto end = std::chrono::steady_clock::now();
-      for (std::size_t i = 0; i < results.size(); ++i) results[i]->set(std::move(values[i]));
-      metrics::record("ExecuteTime", static_cast<double>(std::chrono::nanoseconds(end - begin).count()));
+      // Recorded before the results are set: a thread that waits for them, then reads the
+      // metrics or stops the profiler, sees this run.
+      static const metrics::metric execute_time("ExecuteTime");
+      execute_time.record(static_cast<double>(std::chrono::nanoseconds(end - begin).count()));
       profiler::record(profiler::track::device(d.ordinal()), "execute", begin, end);
+      for (std::size_t i = 0; i < results.size(); ++i) results[i]->set(std::move(values[i]));
     } catch (...) {
       for (const auto& r : results) {
         if (!r->ready()) r->fail(std::current_exception());
@@ -97,10 +100,6 @@ inline void launch_by_device(std::vector<std::shared_ptr<tensor_state>> states, 
   }
   if (first_error) std::rethrow_exception(first_error);
 }
-
-} // namespace detail
-
-namespace detail {
 
 // When the host began tracing the current step: the last barrier's end.
 inline std::chrono::steady_clock::time_point& tracing_began() {

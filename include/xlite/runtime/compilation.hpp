@@ -11,10 +11,14 @@
 //   UncachedCompile        compiled; CompileTime has the time it took
 //
 // The cache key hashes the graph with the context it is compiled in: the xlite version,
-// the device kind and the ISA the kernels run with. Everything else that changes an
+// the compiler's revision, the device kind and the ISA the kernels run with. Everything else that changes an
 // executable (the ops, shapes, dtypes and constants) is in the graph.
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <iterator>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -37,10 +41,29 @@
 
 namespace xlite::runtime {
 
-// Everything besides the graph that decides what the compiler produces.
-inline std::string compile_context() {
-  return "xlite " + std::to_string(XLITE_VERSION) + "; device " + device_type() + "; isa " +
-         std::string(name(active_isa()));
+// Everything besides the graph that decides what the compiler produces, as text (stored
+// in a disk entry and compared on a hit) and hashed (mixed into the key).
+struct compile_context {
+  std::string text;
+  std::uint64_t hash = 0;
+};
+
+// The context for the ISA the kernels run with now, made once per ISA: a cache hit must
+// stay a hash and a lookup.
+inline const compile_context& current_compile_context() {
+  static const auto contexts = [] {
+    std::array<compile_context, std::size(all_isas)> made;
+    for (std::size_t k = 0; k < made.size(); ++k) {
+      made[k].text = "xlite " + std::to_string(XLITE_VERSION) + "; compiler " +
+                     std::to_string(compile::compiler_revision) + "; device " + device_type() + "; isa " +
+                     std::string(name(all_isas[k]));
+      ir::hasher h;
+      for (const char c : made[k].text) h.add(static_cast<unsigned char>(c));
+      made[k].hash = h.state;
+    }
+    return made;
+  }();
+  return contexts[static_cast<std::size_t>(std::ranges::find(all_isas, active_isa()) - std::begin(all_isas))];
 }
 
 namespace detail {
@@ -61,22 +84,38 @@ inline persistent_cache_state& persistent_state() {
 inline std::shared_ptr<compile::disk_cache> persistent_cache() {
   auto& state = persistent_state();
   std::scoped_lock lock(state.mutex);
-  if (!std::exchange(state.from_environment_read, true) && !state.cache) {
+  if (!state.from_environment_read) {
+    // A malformed variable throws here at every step, rather than once and then never.
     if (const auto dir = env_string("XLITE_CACHE_DIR")) {
       const auto max_bytes = env_integer("XLITE_CACHE_MAX_BYTES", 1, std::numeric_limits<std::int64_t>::max());
+      const bool readonly = env_integer("XLITE_CACHE_READONLY", 0, 1).value_or(0) == 1;
       state.cache = std::make_shared<compile::disk_cache>(
-          *dir, env_integer("XLITE_CACHE_READONLY", 0, 1).value_or(0) == 1,
-          max_bytes ? static_cast<std::uintmax_t>(*max_bytes) : compile::disk_cache::default_max_bytes);
+          *dir, readonly, max_bytes ? static_cast<std::uintmax_t>(*max_bytes) : compile::disk_cache::default_max_bytes);
     }
+    state.from_environment_read = true;
   }
   return state.cache;
 }
 
-inline std::uint64_t cache_key(std::uint64_t graph_hash, const std::string& context) {
-  ir::detail::hasher h;
+inline std::uint64_t cache_key(std::uint64_t graph_hash, const compile_context& context) {
+  ir::hasher h;
   h.add(graph_hash);
-  for (const char c : context) h.add(static_cast<unsigned char>(c));
+  h.add(context.hash);
   return h.state;
+}
+
+// Counters of the lookup, found once.
+struct lookup_counters {
+  std::atomic<std::int64_t>& cached = metrics::counter("CachedCompile");
+  std::atomic<std::int64_t>& uncached = metrics::counter("UncachedCompile");
+  std::atomic<std::int64_t>& persistent_hit = metrics::counter("PersistentCacheHit");
+  std::atomic<std::int64_t>& persistent_miss = metrics::counter("PersistentCacheMiss");
+  std::atomic<std::int64_t>& persistent_bad_entry = metrics::counter("PersistentCacheBadEntry");
+};
+
+inline lookup_counters& counters() {
+  static lookup_counters c;
+  return c;
 }
 
 } // namespace detail
@@ -115,24 +154,27 @@ inline void clear_compilation_cache() { compile::default_cache().clear(); }
 // The executable for `captured`, from a cache or compiled now.
 inline compile::executable_ptr find_or_compile(const ir::graph& captured, const debug::step_cause& cause) {
   const std::uint64_t graph_hash = ir::structural_hash(captured);
-  const std::string context = compile_context();
+  const compile_context& context = current_compile_context();
   const std::uint64_t key = detail::cache_key(graph_hash, context);
   debug::save_graph_if_requested(captured, graph_hash, cause);
   debug::analyse_execution(captured, graph_hash, cause);
+  auto& counters = detail::counters();
   if (auto found = compile::default_cache().find(key, captured)) {
-    metrics::increment("CachedCompile");
+    counters.cached.fetch_add(1, std::memory_order_relaxed);
     return found;
   }
   const auto disk = detail::persistent_cache();
   if (disk) {
-    auto found = disk->find(key, context, captured);
+    auto found = disk->find(key, context.text, captured);
     if (found.result == compile::disk_cache::outcome::hit) {
-      metrics::increment("PersistentCacheHit");
+      counters.persistent_hit.fetch_add(1, std::memory_order_relaxed);
       compile::default_cache().insert(key, captured, found.compiled);
       return std::move(found.compiled);
     }
-    metrics::increment("PersistentCacheMiss");
-    if (found.result == compile::disk_cache::outcome::damaged) metrics::increment("PersistentCacheBadEntry");
+    counters.persistent_miss.fetch_add(1, std::memory_order_relaxed);
+    if (found.result == compile::disk_cache::outcome::damaged) {
+      counters.persistent_bad_entry.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   compile::executable_ptr compiled;
   {
@@ -140,10 +182,10 @@ inline compile::executable_ptr find_or_compile(const ir::graph& captured, const 
     metrics::timer timing("CompileTime");
     compiled = compile::compile_graph(captured);
   }
-  metrics::increment("UncachedCompile");
+  counters.uncached.fetch_add(1, std::memory_order_relaxed);
   debug::analyse_compilation(captured, graph_hash, cause);
   compile::default_cache().insert(key, captured, compiled);
-  if (disk) disk->store(key, {context, captured, compiled});
+  if (disk) disk->store(key, {context.text, captured, compiled});
   return compiled;
 }
 

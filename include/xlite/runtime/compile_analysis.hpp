@@ -7,6 +7,7 @@
 // from the graph compiled there before: which input changed its shape, from what to what,
 // or which op or attribute. Level 2 also reports every execution, compiled or not.
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -26,16 +27,17 @@ namespace xlite::debug {
 struct step_cause {
   std::string_view reason; // "mark_step", "to_host", "item", ...
   std::source_location where;
+  std::int64_t device = 0; // one barrier compiles a graph per device
 };
 
 namespace detail {
 
-inline int& level() {
-  static int value = static_cast<int>(env_integer("XLITE_DEBUG_LEVEL", 0, 2).value_or(0));
+inline std::atomic<int>& level() {
+  static std::atomic<int> value = static_cast<int>(env_integer("XLITE_DEBUG_LEVEL", 0, 2).value_or(0));
   return value;
 }
 
-// The graph last compiled at each line of the user's program.
+// The graph last compiled at each line of the user's program, for each device.
 struct compile_history {
   struct place {
     ir::graph last;
@@ -67,6 +69,7 @@ inline void print_analysis(std::ostream& out, std::string_view title, const ir::
   out << prefix << title.substr(0, title.find(' ')) << " Cause\n" << prefix << "  " << cause.reason << '\n';
   out << prefix << "Graph Info:\n";
   out << prefix << "  Graph Hash: " << hex(hash) << '\n';
+  out << prefix << "  Device: cpu:" << cause.device << '\n';
   out << prefix << "  Number of Graph Inputs: " << g.parameter_count << '\n';
   out << prefix << "  Number of Graph Outputs: " << g.outputs.size() << '\n';
   out << prefix << "Triggered at:\n";
@@ -87,8 +90,11 @@ inline void print_analysis(std::ostream& out, std::string_view title, const ir::
 } // namespace detail
 
 // 0 (off), 1 (compilations) or 2 (also executions); XLITE_DEBUG_LEVEL sets the start value.
-inline int debug_level() { return detail::level(); }
-inline void set_debug_level(int level) { detail::level() = level; }
+inline int debug_level() { return detail::level().load(std::memory_order_relaxed); }
+inline void set_debug_level(int level) {
+  if (level < 0 || level > 2) throw value_error(xlite::detail::message("set_debug_level: ", level, " is not 0, 1 or 2"));
+  detail::level().store(level, std::memory_order_relaxed);
+}
 
 // Forgets the graphs compiled so far, so the next compilation at a line is not compared
 // with an older one (for tests, or a program that changes phase on purpose).
@@ -105,7 +111,7 @@ inline void analyse_compilation(const ir::graph& g, std::uint64_t hash, const st
   {
     auto& h = detail::history();
     std::scoped_lock lock(h.mutex);
-    auto& place = h.places[detail::location(cause.where)];
+    auto& place = h.places[detail::location(cause.where) + " on cpu:" + std::to_string(cause.device)];
     if (place.compiles > 0) {
       const auto difference = ir::describe_difference(place.last, g);
       diagnosis = "compilation " + std::to_string(place.compiles + 1) +
