@@ -260,3 +260,21 @@ TEST_CASE("a profile of training-shaped steps shows each part on its track, and 
   }
   CHECK(overlapped);
 }
+
+TEST_CASE("a loop that compiles or reads values back in most steps is told so", "[debug]") {
+  const debug_level_scope level(1);
+  metrics::clear_counters();
+  const std::string log = captured_errors([&] {
+    for (std::int64_t step = 1; step <= 20; ++step) {
+      const auto x = lazy::tensor::from(xlite::tensor<float>(shape{step, 3}, 1.0f)); // a new shape each step
+      const auto total = lazy::sum(x * 2.0f);
+      mark_step();
+      CHECK(total.item<float>() == static_cast<float>(6 * step));
+    }
+  });
+  CHECK(contains(log, "xlite: CompileTime too frequent: 10 counts during 10 steps"));
+  CHECK(contains(log, "xlite: CompileTime too frequent: 20 counts during 20 steps"));
+  CHECK(contains(log, "xlite: TransferFromDeviceTime too frequent: 9 counts during 10 steps"));
+  CHECK(contains(log, "xlite: TransferFromDeviceTime too frequent: 19 counts during 20 steps"));
+  CHECK(occurrences(log, "too frequent") == 4); // at steps 10 and 20 only
+}

@@ -10,10 +10,10 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <source_location>
 #include <vector>
 
 #include "xlite/core/dtype_dispatch.hpp"
+#include "xlite/core/source_location.hpp"
 #include "xlite/core/thread_pool.hpp"
 #include "xlite/ir/graph.hpp"
 #include "xlite/lazy/tensor.hpp"
@@ -111,7 +111,7 @@ inline std::chrono::steady_clock::time_point& tracing_began() {
 
 // The barrier: compiles and runs everything traced so far, asynchronously. `where` is the
 // caller's line, for XLITE_DEBUG_LEVEL's analysis.
-inline void mark_step(std::source_location where = std::source_location::current()) {
+inline void mark_step(xlite::source_location where = xlite::source_location::current()) {
   {
     auto& registry = detail::registry();
     std::scoped_lock lock(registry.mutex);
@@ -130,6 +130,7 @@ inline void mark_step(std::source_location where = std::source_location::current
     profiler::record(profiler::track::host_tracing(), "mark_step", began, tracing_began);
   }
   metrics::write_step_report();
+  debug::analyse_step();
 }
 
 namespace detail {
@@ -158,7 +159,7 @@ void transfer_to_host(const tensor& t, const debug::step_cause& cause, Copy&& co
 } // namespace detail
 
 template <class T>
-xlite::tensor<T> tensor::to_host(std::source_location where) const {
+xlite::tensor<T> tensor::to_host(xlite::source_location where) const {
   if (dtype_of_v<T> != type()) {
     throw dtype_error(xlite::detail::message("to_host: the tensor is ", name(type()), ", not ", name(dtype_of_v<T>),
                                              "; cast it first"));
@@ -170,7 +171,7 @@ xlite::tensor<T> tensor::to_host(std::source_location where) const {
 }
 
 template <class T>
-T tensor::item(std::source_location where) const {
+T tensor::item(xlite::source_location where) const {
   if (size() != 1) {
     throw value_error(xlite::detail::message("item: the tensor has shape ", shape(), "; item() needs one element"));
   }

@@ -11,13 +11,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <source_location>
 #include <type_traits>
 #include <vector>
 
 #include "xlite/core/dtype.hpp"
 #include "xlite/core/error.hpp"
 #include "xlite/core/shape.hpp"
+#include "xlite/core/source_location.hpp"
 #include "xlite/expr/tensor.hpp"
 #include "xlite/ir/build.hpp"
 #include "xlite/ir/node.hpp"
@@ -143,11 +143,11 @@ public:
   // Computes what this tensor needs (only that), waits, and copies the value to the host
   // (TransferFromDevice). T must be the tensor's dtype.
   template <class T>
-  xlite::tensor<T> to_host(std::source_location where = std::source_location::current()) const;
+  xlite::tensor<T> to_host(xlite::source_location where = xlite::source_location::current()) const;
 
   // The value of a one-element tensor, converted to T.
   template <class T>
-  T item(std::source_location where = std::source_location::current()) const;
+  T item(xlite::source_location where = xlite::source_location::current()) const;
 
   // For the barrier: the state behind the handle.
   const std::shared_ptr<detail::tensor_state>& state() const noexcept { return state_; }

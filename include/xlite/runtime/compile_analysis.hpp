@@ -8,25 +8,27 @@
 // or which op or attribute. Level 2 also reports every execution, compiled or not.
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <source_location>
 #include <string>
 #include <string_view>
 
 #include "xlite/core/env.hpp"
+#include "xlite/core/source_location.hpp"
 #include "xlite/ir/diff.hpp"
 #include "xlite/ir/graph.hpp"
+#include "xlite/runtime/metrics.hpp"
 
 namespace xlite::debug {
 
 // What made a graph run, and where in the user's program.
 struct step_cause {
   std::string_view reason; // "mark_step", "to_host", "item", ...
-  std::source_location where;
+  source_location where;
   std::int64_t device = 0; // one barrier compiles a graph per device
 };
 
@@ -58,7 +60,7 @@ inline std::string hex(std::uint64_t value) {
   return text;
 }
 
-inline std::string location(const std::source_location& where) {
+inline std::string location(const xlite::source_location& where) {
   return std::string(where.file_name()) + ":" + std::to_string(where.line());
 }
 
@@ -122,6 +124,26 @@ inline void analyse_compilation(const ir::graph& g, std::uint64_t hash, const st
     place.last = g;
   }
   detail::print_analysis(std::cerr, "Compilation Analysis", g, hash, cause, diagnosis);
+}
+
+// Called at the end of each mark_step: PyTorch/XLA's auto-metrics analysis. A program that
+// compiles in more than half its steps, or copies to the host in nine of ten, is told so at
+// steps 10, 20, 40, ..., with where to look. Counts are since metrics::clear_counters().
+inline void analyse_step() {
+  if (debug_level() < 1) return;
+  const std::int64_t steps = metrics::counter_value("MarkStep");
+  const bool report_now = steps >= 10 && steps % 10 == 0 && std::has_single_bit(static_cast<std::uint64_t>(steps / 10));
+  if (!report_now) return;
+  const std::int64_t compilations = metrics::counter_value("UncachedCompile");
+  const std::int64_t transfers = metrics::counter_value("TransferFromDevice");
+  if (2 * compilations > steps) {
+    std::cerr << "xlite: CompileTime too frequent: " << compilations << " counts during " << steps
+              << " steps; the Recompilation Diagnosis of each says what changed\n";
+  }
+  if (10 * transfers >= 9 * steps) {
+    std::cerr << "xlite: TransferFromDeviceTime too frequent: " << transfers << " counts during " << steps
+              << " steps; each to_host or item before mark_step cuts the graph and waits for the device\n";
+  }
 }
 
 // Called for each graph run, compiled or found in a cache.
