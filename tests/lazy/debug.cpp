@@ -71,6 +71,8 @@ TEST_CASE("the recompilation diagnosis names the input whose shape changed, from
   CHECK(occurrences(log, "Compilation Analysis: Compilation Cause") == 2);
   CHECK(contains(log, "Compilation Analysis:   mark_step"));
   CHECK(contains(log, "Number of Graph Inputs: "));
+  CHECK(contains(log, "float32[17,13]")); // the inputs are listed
+  CHECK(contains(log, "  Outputs: float32[17,5]"));
   CHECK(contains(log, "debug.cpp:"));  // the user's line, and the function it is in
   CHECK(contains(log, "layer_step"));
   CHECK(occurrences(log, "Recompilation Diagnosis") == 1);

@@ -15,16 +15,7 @@
 
 namespace xlite::ir {
 
-namespace detail {
-
-inline std::string type_text(const instruction& ins) {
-  std::ostringstream out;
-  out << name(ins.type) << '[';
-  for (std::size_t a = 0; a < ins.shape.rank(); ++a) out << (a ? "," : "") << ins.shape[a];
-  out << ']';
-  return out.str();
-}
-
+// The graph's parameter instructions, by position: the graph's inputs in calling order.
 inline std::vector<const instruction*> parameters_by_position(const graph& g) {
   std::vector<const instruction*> result(g.parameter_count, nullptr);
   for (const instruction& ins : g.instructions) {
@@ -33,23 +24,21 @@ inline std::vector<const instruction*> parameters_by_position(const graph& g) {
   return result;
 }
 
-} // namespace detail
-
 // nullopt when the graphs are equal. Otherwise one line per difference found: the inputs
 // whose dtype or shape changed (the usual cause: a batch of another size), or else the first
 // instruction that differs, or the outputs.
 inline std::optional<std::string> describe_difference(const graph& before, const graph& after) {
   if (before == after) return std::nullopt;
   std::ostringstream out;
-  const auto inputs_before = detail::parameters_by_position(before);
-  const auto inputs_after = detail::parameters_by_position(after);
+  const auto inputs_before = parameters_by_position(before);
+  const auto inputs_after = parameters_by_position(after);
   if (inputs_before.size() != inputs_after.size()) {
     out << "the graph has " << inputs_after.size() << " inputs, before " << inputs_before.size() << '\n';
   }
   bool inputs_changed = false;
   for (std::size_t k = 0; k < std::min(inputs_before.size(), inputs_after.size()); ++k) {
-    const std::string was = detail::type_text(*inputs_before[k]);
-    const std::string now = detail::type_text(*inputs_after[k]);
+    const std::string was = type_text(*inputs_before[k]);
+    const std::string now = type_text(*inputs_after[k]);
     if (was != now) {
       out << "input " << k << ": " << was << " -> " << now << '\n';
       inputs_changed = true;

@@ -17,15 +17,17 @@
 
 namespace xlite::ir {
 
+// "float32[32,13]": an instruction's dtype and shape.
+inline std::string type_text(const instruction& ins) {
+  std::ostringstream out;
+  out << name(ins.type) << '[';
+  for (std::size_t a = 0; a < ins.shape.rank(); ++a) out << (a ? "," : "") << ins.shape[a];
+  out << ']';
+  return out.str();
+}
+
 inline void print(std::ostream& out, const instruction& ins, value_id id) {
-  out << '%' << id << " = ";
-  if (ins.code == op::while_loop || ins.code == op::cond) {
-    out << "tuple";
-  } else {
-    out << name(ins.type) << '[';
-    for (std::size_t a = 0; a < ins.shape.rank(); ++a) out << (a ? "," : "") << ins.shape[a];
-    out << ']';
-  }
+  out << '%' << id << " = " << (ins.code == op::while_loop || ins.code == op::cond ? "tuple" : type_text(ins));
   out << ' ' << name(ins.code) << '(';
   if (ins.code == op::parameter) out << ins.attrs.ints[0];
   const auto print_value = [&] {

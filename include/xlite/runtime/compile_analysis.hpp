@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "xlite/core/env.hpp"
 #include "xlite/core/source_location.hpp"
@@ -72,8 +73,18 @@ inline void print_analysis(std::ostream& out, std::string_view title, const ir::
   out << prefix << "Graph Info:\n";
   out << prefix << "  Graph Hash: " << hex(hash) << '\n';
   out << prefix << "  Device: cpu:" << cause.device << '\n';
+  const auto list = [&](const auto& values) {
+    for (std::size_t k = 0; k < values.size(); ++k) out << (k ? ", " : " ") << ir::type_text(*values[k]);
+    out << '\n';
+  };
+  std::vector<const ir::instruction*> outputs;
+  for (const ir::value_id v : g.outputs) outputs.push_back(&g.instructions[v]);
   out << prefix << "  Number of Graph Inputs: " << g.parameter_count << '\n';
+  out << prefix << "  Inputs:";
+  list(ir::parameters_by_position(g));
   out << prefix << "  Number of Graph Outputs: " << g.outputs.size() << '\n';
+  out << prefix << "  Outputs:";
+  list(outputs);
   out << prefix << "Triggered at:\n";
   out << prefix << "  " << cause.reason << " (" << location(cause.where) << ", in " << cause.where.function_name()
       << ")\n";
