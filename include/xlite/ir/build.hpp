@@ -126,8 +126,8 @@ inline node_ptr elementwise(op o, std::vector<node_ptr> operands) {
   }
   const auto [compute, result] = detail::elementwise_dtypes(o, operands);
   for (std::size_t k = 0; k < operands.size(); ++k) {
-    const bool condition = o == op::where && k == 0;
-    operands[k] = cast(operands[k], condition ? dtype::boolean : compute);
+    const dtype wanted = o == op::where && k == 0 ? dtype::boolean : compute;
+    if (operands[k]->type() != wanted) operands[k] = cast(operands[k], wanted); // else no refcount traffic
   }
   return make_node(o, result, result_shape, std::move(operands));
 }

@@ -83,18 +83,35 @@ inline tensor make(const xlite::device& d, ir::node_ptr n) { return tensor(d, st
 
 // ---- element-wise -------------------------------------------------------------------------------
 
-inline tensor elementwise(op o, std::initializer_list<tensor> operands) {
+namespace detail {
+
+// Operands by pointer: copying a handle costs an atomic increment and decrement once the
+// process has a second thread, a tenth of tracing an op.
+inline tensor elementwise_of(op o, std::span<const tensor* const> operands) {
+  if (operands.empty()) throw value_error(xlite::detail::message(name(o), ": no operands"));
   std::vector<ir::node_ptr> nodes;
-  const xlite::device& d = operands.begin()->device();
-  for (const tensor& t : operands) {
-    if (t.device() != d) detail::common_device(name(o), {&*operands.begin(), &t});
-    nodes.push_back(t.node());
+  nodes.reserve(operands.size());
+  const xlite::device& d = operands[0]->device();
+  for (const tensor* t : operands) {
+    if (t->device() != d) common_device(name(o), {operands[0], t});
+    nodes.push_back(t->node());
   }
-  return detail::make(d, ir::elementwise(o, std::move(nodes)));
+  return make(d, ir::elementwise(o, std::move(nodes)));
+}
+
+} // namespace detail
+
+inline tensor elementwise(op o, std::initializer_list<tensor> operands) {
+  std::vector<const tensor*> pointers;
+  for (const tensor& t : operands) pointers.push_back(&t);
+  return detail::elementwise_of(o, pointers);
 }
 
 #define XLITE_LAZY_BINARY(function, code)                                                                              \
-  inline tensor function(const tensor& a, const tensor& b) { return elementwise(op::code, {a, b}); }                  \
+  inline tensor function(const tensor& a, const tensor& b) {                                                           \
+    const tensor* operands[] = {&a, &b};                                                                               \
+    return detail::elementwise_of(op::code, operands);                                                                 \
+  }                                                                                                                    \
   template <scalar S>                                                                                                  \
   tensor function(const tensor& a, S b) {                                                                              \
     return detail::make(a.device(), ir::elementwise(op::code, {a.node(), detail::scalar_for(a, b)}));                 \
@@ -124,7 +141,10 @@ XLITE_LAZY_BINARY(pow, pow)
 #undef XLITE_LAZY_BINARY
 
 #define XLITE_LAZY_UNARY(function, code)                                                                               \
-  inline tensor function(const tensor& x) { return elementwise(op::code, {x}); }
+  inline tensor function(const tensor& x) {                                                                            \
+    const tensor* operands[] = {&x};                                                                                   \
+    return detail::elementwise_of(op::code, operands);                                                                 \
+  }
 
 XLITE_LAZY_UNARY(operator-, neg)
 XLITE_LAZY_UNARY(operator!, logical_not)
@@ -146,10 +166,17 @@ XLITE_LAZY_UNARY(round, round)
 #undef XLITE_LAZY_UNARY
 
 inline tensor where(const tensor& condition, const tensor& a, const tensor& b) {
-  return elementwise(op::where, {condition, a, b});
+  const tensor* operands[] = {&condition, &a, &b};
+  return detail::elementwise_of(op::where, operands);
 }
-inline tensor fma(const tensor& a, const tensor& b, const tensor& c) { return elementwise(op::fma, {a, b, c}); }
-inline tensor clamp(const tensor& x, const tensor& lo, const tensor& hi) { return elementwise(op::clamp, {x, lo, hi}); }
+inline tensor fma(const tensor& a, const tensor& b, const tensor& c) {
+  const tensor* operands[] = {&a, &b, &c};
+  return detail::elementwise_of(op::fma, operands);
+}
+inline tensor clamp(const tensor& x, const tensor& lo, const tensor& hi) {
+  const tensor* operands[] = {&x, &lo, &hi};
+  return detail::elementwise_of(op::clamp, operands);
+}
 template <scalar S>
 tensor clamp(const tensor& x, S lo, S hi) {
   return detail::make(x.device(),
