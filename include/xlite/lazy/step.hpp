@@ -6,6 +6,7 @@
 // device has finished, so the next step is traced while this one runs. to_host() and
 // item() wait for their tensor's value, computing first what only it needs.
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -124,7 +125,8 @@ inline void mark_step(xlite::source_location where = xlite::source_location::cur
     }
     registry.live.clear();
     registry.last_compacted = 0;
-    metrics::increment("MarkStep");
+    static std::atomic<std::int64_t>& steps = metrics::counter("MarkStep");
+    steps.fetch_add(1, std::memory_order_relaxed);
     if (!pending.empty()) detail::launch_by_device(std::move(pending), {"mark_step", where});
     tracing_began = std::chrono::steady_clock::now();
     profiler::record(profiler::track::host_tracing(), "mark_step", began, tracing_began);
@@ -150,10 +152,7 @@ void transfer_to_host(const tensor& t, const debug::step_cause& cause, Copy&& co
   const runtime::device_data_ptr data = sync(t, cause);
   const auto begin = std::chrono::steady_clock::now();
   copy(*data->wait());
-  const auto end = std::chrono::steady_clock::now();
-  metrics::increment("TransferFromDevice");
-  metrics::record("TransferFromDeviceTime", static_cast<double>(std::chrono::nanoseconds(end - begin).count()));
-  profiler::record(profiler::track::transfers(), cause.reason, begin, end);
+  record_transfer(transfer::from_device, cause.reason, begin, std::chrono::steady_clock::now());
 }
 
 } // namespace detail

@@ -7,10 +7,12 @@
 // one tensor needs. Copies of a handle share the value, as PyTorch tensors do.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -70,6 +72,25 @@ inline trace_registry& registry() {
 inline int& body_depth() {
   thread_local int depth = 0;
   return depth;
+}
+
+// A transfer between host and device: counted (TransferToDevice, TransferFromDevice),
+// timed (...Time) and drawn on the profile's transfers track. The counters and metrics are
+// looked up once: a training loop transfers every step.
+enum class transfer { to_device, from_device };
+
+inline void record_transfer(transfer direction, std::string_view what, std::chrono::steady_clock::time_point begin,
+                            std::chrono::steady_clock::time_point end) {
+  struct recorders {
+    std::atomic<std::int64_t>& count;
+    metrics::metric time;
+  };
+  static recorders to_device{metrics::counter("TransferToDevice"), metrics::metric("TransferToDeviceTime")};
+  static recorders from_device{metrics::counter("TransferFromDevice"), metrics::metric("TransferFromDeviceTime")};
+  const recorders& r = direction == transfer::to_device ? to_device : from_device;
+  r.count.fetch_add(1, std::memory_order_relaxed);
+  r.time.record(static_cast<double>(std::chrono::nanoseconds(end - begin).count()));
+  profiler::record(profiler::track::transfers(), what, begin, end);
 }
 
 struct body_trace_scope {
@@ -158,10 +179,7 @@ private:
     const auto begin = std::chrono::steady_clock::now();
     auto value = runtime::make_buffer(dtype_of_v<T>, s);
     std::copy_n(elements, s.numel(), value->template as<T>());
-    const auto end = std::chrono::steady_clock::now();
-    metrics::increment("TransferToDevice");
-    metrics::record("TransferToDeviceTime", static_cast<double>(std::chrono::nanoseconds(end - begin).count()));
-    profiler::record(profiler::track::transfers(), "from", begin, end);
+    detail::record_transfer(detail::transfer::to_device, "from", begin, std::chrono::steady_clock::now());
     return tensor(d, std::make_shared<runtime::device_data>(d, std::move(value)));
   }
 
