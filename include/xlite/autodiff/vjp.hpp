@@ -1,0 +1,308 @@
+#pragma once
+
+// The vector-Jacobian product of each op: given a node y = op(x0, x1, ...) and the gradient
+// g of a scalar loss with respect to y, the gradients with respect to each operand. Written
+// with the IR's own builders, so a gradient is a graph like any other: it fuses, caches and
+// runs on the device with the forward pass it belongs to.
+//
+// Conventions (PyTorch's where it has one, JAX's otherwise; docs/autodiff.md lists them):
+//   - integer and bool operands get no gradient (index operands, conditions, comparisons);
+//   - floor, ceil, round, argmax and the random generators have zero gradient;
+//   - relu'(0) = 0, abs'(0) = 0; clamp passes the gradient where lo <= x <= hi;
+//   - minimum/maximum split the gradient equally between equal operands (torch.maximum);
+//   - amax/amin split it equally between all elements equal to the result (JAX);
+//   - prod is exact with zeros (no division by a zero element).
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include "xlite/core/error.hpp"
+#include "xlite/core/op.hpp"
+#include "xlite/ir/build.hpp"
+
+namespace xlite::autodiff {
+
+namespace detail {
+
+using ir::node_ptr;
+
+inline bool differentiable(dtype t) { return category(t) == dtype_category::floating_point; }
+
+inline node_ptr scalar(double value, dtype type) { return ir::constant(ir::literal::of(value), type); }
+
+inline node_ptr binary(op o, node_ptr a, node_ptr b) { return ir::elementwise(o, {std::move(a), std::move(b)}); }
+inline node_ptr unary(op o, node_ptr a) { return ir::elementwise(o, {std::move(a)}); }
+inline node_ptr add(node_ptr a, node_ptr b) { return binary(op::add, std::move(a), std::move(b)); }
+inline node_ptr sub(node_ptr a, node_ptr b) { return binary(op::sub, std::move(a), std::move(b)); }
+inline node_ptr mul(node_ptr a, node_ptr b) { return binary(op::mul, std::move(a), std::move(b)); }
+inline node_ptr div(node_ptr a, node_ptr b) { return binary(op::div, std::move(a), std::move(b)); }
+inline node_ptr select(node_ptr condition, node_ptr a, node_ptr b) {
+  return ir::elementwise(op::where, {std::move(condition), std::move(a), std::move(b)});
+}
+inline node_ptr zeros_like(const node_ptr& x) {
+  return ir::broadcast_to(scalar(0, x->type()), x->shape());
+}
+
+// g summed down to `target`: the gradient of an operand that was broadcast to g's shape.
+inline node_ptr unbroadcast(const node_ptr& g, const shape& target) {
+  const shape& from = g->shape();
+  if (from == target) return g;
+  const std::size_t extra = from.rank() - target.rank();
+  std::vector<std::int64_t> axes;
+  for (std::size_t a = 0; a < from.rank(); ++a) {
+    if (a < extra || (target[a - extra] == 1 && from[a] != 1)) axes.push_back(static_cast<std::int64_t>(a));
+  }
+  node_ptr summed = axes.empty() ? g : ir::reduce(op::sum, g, axes, true);
+  return ir::reshape(summed, target);
+}
+
+// The reduction's result (or its gradient) put back to the operand's rank: the reduced
+// axes as 1s when the node dropped them.
+inline node_ptr with_reduced_axes_kept(const node_ptr& reduced, const ir::node& reduction) {
+  if (reduction.attrs().flag) return reduced;
+  std::vector<std::int64_t> dims(reduction.operands()[0]->shape().begin(), reduction.operands()[0]->shape().end());
+  for (const std::int64_t a : reduction.attrs().ints) dims[static_cast<std::size_t>(a)] = 1;
+  return ir::reshape(reduced, shape(dims));
+}
+
+inline node_ptr inverse_permute(const node_ptr& g, std::span<const std::int64_t> perm) {
+  std::vector<std::int64_t> inverse(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
+  return ir::permute(g, inverse);
+}
+
+// The gradient of x[start:stop:step, ...]: g put back at the positions it was read from,
+// zeros elsewhere. A step s spreads g's elements s apart (a new axis of length s padded
+// with zeros after each element, then merged), then padding restores the axis.
+inline node_ptr unslice(node_ptr g, const shape& operand, std::span<const std::int64_t> ranges) {
+  std::vector<ir::padding> widths;
+  for (std::size_t a = 0; a < operand.rank(); ++a) {
+    const std::int64_t start = ranges[3 * a], stop = ranges[3 * a + 1], step = ranges[3 * a + 2];
+    if (step > 1) {
+      const shape& s = g->shape();
+      std::vector<std::int64_t> split(s.begin(), s.end());
+      split.insert(split.begin() + static_cast<std::ptrdiff_t>(a) + 1, 1);
+      std::vector<ir::padding> spread(split.size());
+      spread[a + 1] = {0, step - 1};
+      g = ir::pad(ir::reshape(g, shape(split)), spread, ir::literal::of(0.0));
+      std::vector<std::int64_t> merged(s.begin(), s.end());
+      merged[a] *= step;
+      g = ir::reshape(g, shape(merged));
+      std::vector<ir::slice_range> keep;
+      for (std::size_t d = 0; d < merged.size(); ++d) keep.push_back({0, merged[d], 1});
+      keep[a].stop = stop - start; // the zeros after the last element may reach past stop
+      g = ir::slice(g, keep);
+    }
+    widths.push_back({start, operand[a] - stop});
+  }
+  return ir::pad(g, widths, ir::literal::of(0.0));
+}
+
+// The gradient of gather(x, axis, index): each g element added to x at the position it was
+// read from. Written as a comparison of the index with every position of the axis, summed:
+// O(index elements x axis length) work, fine for the class axis of a loss.
+inline node_ptr ungather(const node_ptr& g, const node_ptr& index, const shape& operand, std::size_t axis) {
+  const shape& s = index->shape();
+  std::vector<std::int64_t> expanded(s.begin(), s.end());
+  expanded.insert(expanded.begin() + static_cast<std::ptrdiff_t>(axis) + 1, operand[axis]);
+  std::vector<std::int64_t> with_axis(s.begin(), s.end());
+  with_axis.insert(with_axis.begin() + static_cast<std::ptrdiff_t>(axis) + 1, 1);
+  const node_ptr position = ir::iota(dtype::i64, shape(expanded), static_cast<std::int64_t>(axis) + 1);
+  const node_ptr hit = binary(op::equal, ir::reshape(index, shape(with_axis)), position);
+  const node_ptr spread = select(hit, ir::reshape(g, shape(with_axis)), scalar(0, g->type()));
+  const std::int64_t summed_axis[] = {static_cast<std::int64_t>(axis)};
+  node_ptr result = ir::reduce(op::sum, spread, summed_axis, false); // index's shape, with operand's axis length
+  std::vector<ir::padding> widths;
+  for (std::size_t a = 0; a < operand.rank(); ++a) widths.push_back({0, operand[a] - result->shape()[a]});
+  return ir::pad(result, widths, ir::literal::of(0.0));
+}
+
+// The gradient of index_select(x, axis, index): a product with the one-hot matrix of the
+// index, (rows, k) x (k, n), so rows selected twice add up.
+inline node_ptr unselect(const node_ptr& g, const node_ptr& index, const shape& operand, std::size_t axis) {
+  const std::size_t rank = operand.rank();
+  std::vector<std::int64_t> to_last(rank);
+  std::iota(to_last.begin(), to_last.end(), 0);
+  std::rotate(to_last.begin() + static_cast<std::ptrdiff_t>(axis), to_last.begin() + static_cast<std::ptrdiff_t>(axis) + 1,
+              to_last.end());
+  const node_ptr moved = ir::permute(g, to_last);
+  const std::int64_t k = index->shape()[0], n = operand[axis];
+  const node_ptr rows = ir::reshape(moved, shape{moved->shape().numel() / std::max<std::int64_t>(k, 1), k});
+  const node_ptr one_hot =
+      ir::cast(binary(op::equal, ir::reshape(index, shape{k, 1}), ir::iota(dtype::i64, shape{k, n}, 1)), g->type());
+  std::vector<std::int64_t> dims(moved->shape().begin(), moved->shape().end());
+  dims.back() = n;
+  return inverse_permute(ir::reshape(ir::matmul(rows, one_hot), shape(dims)), to_last);
+}
+
+inline node_ptr transpose_last(const node_ptr& x) {
+  std::vector<std::int64_t> perm(x->shape().rank());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+  return ir::permute(x, perm);
+}
+
+inline std::vector<node_ptr> elementwise_vjp(const ir::node& y, const node_ptr& self, const node_ptr& g) {
+  const auto& x = y.operands();
+  const dtype t = y.type();
+  const auto c = [t](double v) { return scalar(v, t); };
+  switch (y.code()) {
+  case op::add: return {g, g};
+  case op::sub: return {g, unary(op::neg, g)};
+  case op::mul: return {mul(g, x[1]), mul(g, x[0])};
+  case op::div: return {div(g, x[1]), unary(op::neg, div(mul(g, self), x[1]))};
+  case op::neg: return {unary(op::neg, g)};
+  case op::where: return {nullptr, select(x[0], g, c(0)), select(x[0], c(0), g)};
+  case op::fma: return {mul(g, x[1]), mul(g, x[0]), g};
+  case op::minimum:
+  case op::maximum: {
+    const op wins = y.code() == op::maximum ? op::greater : op::less;
+    const node_ptr tie = binary(op::equal, x[0], x[1]);
+    const node_ptr half = mul(g, c(0.5));
+    return {select(binary(wins, x[0], x[1]), g, select(tie, half, c(0))),
+            select(binary(wins, x[1], x[0]), g, select(tie, half, c(0)))};
+  }
+  case op::clamp: {
+    const node_ptr below = binary(op::less, x[0], x[1]), above = binary(op::greater, x[0], x[2]);
+    return {select(binary(op::logical_or, below, above), c(0), g), select(below, g, c(0)), select(above, g, c(0))};
+  }
+  case op::pow: {
+    // torch's conventions: d/da is 0 where b == 0, d/db is 0 where a == 0 and b >= 0.
+    const node_ptr da = select(binary(op::equal, x[1], c(0)), c(0),
+                               mul(x[1], binary(op::pow, x[0], sub(x[1], c(1)))));
+    const node_ptr db_undefined =
+        binary(op::logical_and, binary(op::equal, x[0], c(0)), binary(op::greater_equal, x[1], c(0)));
+    const node_ptr db = select(db_undefined, c(0), mul(self, unary(op::log, x[0])));
+    return {mul(g, da), mul(g, db)};
+  }
+  case op::abs: {
+    const node_ptr sign = select(binary(op::greater, x[0], c(0)), c(1), select(binary(op::less, x[0], c(0)), c(-1), c(0)));
+    return {mul(g, sign)};
+  }
+  case op::exp: return {mul(g, self)};
+  case op::log: return {div(g, x[0])};
+  case op::log1p: return {div(g, add(x[0], c(1)))};
+  case op::sqrt: return {div(mul(g, c(0.5)), self)};
+  case op::rsqrt: return {mul(g, mul(c(-0.5), div(self, x[0])))};
+  case op::tanh: return {mul(g, sub(c(1), mul(self, self)))};
+  case op::sigmoid: return {mul(g, mul(self, sub(c(1), self)))};
+  case op::relu: return {select(binary(op::greater, self, c(0)), g, c(0))};
+  case op::gelu: {
+    // gelu(x) = x * Phi(x), so gelu'(x) = Phi(x) + x * phi(x); Phi(x) = gelu(x) / x (0.5 at
+    // 0) saves an erf op, and phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+    const node_ptr cdf = select(binary(op::equal, x[0], c(0)), c(0.5), div(self, x[0]));
+    const node_ptr pdf = mul(unary(op::exp, mul(mul(x[0], x[0]), c(-0.5))), c(0.3989422804014327));
+    return {mul(g, add(cdf, mul(x[0], pdf)))};
+  }
+  case op::sin: return {mul(g, unary(op::cos, x[0]))};
+  case op::cos: return {unary(op::neg, mul(g, unary(op::sin, x[0])))};
+  case op::floor:
+  case op::ceil:
+  case op::round: return {zeros_like(x[0])};
+  case op::cast: return {differentiable(x[0]->type()) ? ir::cast(g, x[0]->type()) : nullptr};
+  default: return std::vector<node_ptr>(x.size()); // comparisons and logical ops
+  }
+}
+
+inline std::vector<node_ptr> reduction_vjp(const ir::node& y, const node_ptr& self, const node_ptr& g) {
+  const node_ptr& x = y.operands()[0];
+  const dtype t = y.type();
+  const node_ptr spread = ir::broadcast_to(with_reduced_axes_kept(g, y), x->shape());
+  switch (y.code()) {
+  case op::sum: return {spread};
+  case op::mean: {
+    std::int64_t count = 1;
+    for (const std::int64_t a : y.attrs().ints) count *= x->shape()[static_cast<std::size_t>(a)];
+    return {div(spread, scalar(static_cast<double>(count), t))};
+  }
+  case op::max:
+  case op::min: {
+    const node_ptr chosen = binary(op::equal, x, with_reduced_axes_kept(self, y));
+    const node_ptr ties = ir::reduce(op::sum, ir::cast(chosen, t), y.attrs().ints, true);
+    return {select(chosen, div(spread, ties), scalar(0, t))};
+  }
+  case op::prod: {
+    // d prod / d x_i = the product of the others: prod / x_i without zeros; with one zero,
+    // the product of the nonzeros at the zero and 0 elsewhere; with two or more, 0.
+    const node_ptr zero = scalar(0, t), one = scalar(1, t);
+    const node_ptr is_zero = binary(op::equal, x, zero);
+    const node_ptr zeros = ir::reduce(op::sum, ir::cast(is_zero, t), y.attrs().ints, true);
+    const node_ptr nonzero_product = ir::reduce(op::prod, select(is_zero, one, x), y.attrs().ints, true);
+    const node_ptr others = select(binary(op::equal, zeros, zero), div(with_reduced_axes_kept(self, y), x),
+                                   select(binary(op::logical_and, is_zero, binary(op::equal, zeros, one)),
+                                          nonzero_product, zero));
+    return {mul(spread, others)};
+  }
+  default: return {nullptr}; // argmax
+  }
+}
+
+inline std::vector<node_ptr> layout_vjp(const ir::node& y, const node_ptr& g) {
+  const auto& x = y.operands();
+  const auto& ints = y.attrs().ints;
+  switch (y.code()) {
+  case op::reshape: return {ir::reshape(g, x[0]->shape())};
+  case op::permute: return {inverse_permute(g, ints)};
+  case op::broadcast_to: return {unbroadcast(g, x[0]->shape())};
+  case op::slice: return {unslice(g, x[0]->shape(), ints)};
+  case op::pad: {
+    std::vector<ir::slice_range> inner;
+    for (std::size_t a = 0; a < x[0]->shape().rank(); ++a) inner.push_back({ints[2 * a], ints[2 * a] + x[0]->shape()[a], 1});
+    return {ir::slice(g, inner)};
+  }
+  case op::concat: {
+    const auto axis = static_cast<std::size_t>(ints[0]);
+    std::vector<node_ptr> parts;
+    std::int64_t offset = 0;
+    for (const node_ptr& part : x) {
+      std::vector<ir::slice_range> ranges;
+      for (std::size_t a = 0; a < g->shape().rank(); ++a) ranges.push_back({0, g->shape()[a], 1});
+      ranges[axis] = {offset, offset + part->shape()[axis], 1};
+      offset += part->shape()[axis];
+      parts.push_back(ir::slice(g, ranges));
+    }
+    return parts;
+  }
+  case op::gather: return {ungather(g, x[1], x[0]->shape(), static_cast<std::size_t>(ints[0])), nullptr};
+  case op::index_select: return {unselect(g, x[1], x[0]->shape(), static_cast<std::size_t>(ints[0])), nullptr};
+  default: throw value_error(xlite::detail::message("grad: no gradient rule for ", name(y.code())));
+  }
+}
+
+inline std::vector<node_ptr> matmul_vjp(const ir::node& y, const node_ptr& g) {
+  const node_ptr &a = y.operands()[0], &b = y.operands()[1];
+  return {unbroadcast(ir::matmul(g, transpose_last(b)), a->shape()),
+          unbroadcast(ir::matmul(transpose_last(a), g), b->shape())};
+}
+
+} // namespace detail
+
+// The gradients of y's operands, given the gradient g of y (y's shape and dtype); `self` is
+// y's own node. Null where an operand gets no gradient (integer operands, conditions).
+inline std::vector<ir::node_ptr> vjp(const ir::node_ptr& self, const ir::node_ptr& g) {
+  const ir::node& y = *self;
+  switch (info(y.code()).kind) {
+  case op_kind::elementwise: {
+    std::vector<ir::node_ptr> gradients = detail::elementwise_vjp(y, self, g);
+    for (std::size_t k = 0; k < gradients.size(); ++k) {
+      if (gradients[k]) gradients[k] = detail::unbroadcast(gradients[k], y.operands()[k]->shape());
+    }
+    return gradients;
+  }
+  case op_kind::reduction: return detail::reduction_vjp(y, self, g);
+  case op_kind::layout: return detail::layout_vjp(y, g);
+  case op_kind::contraction: return detail::matmul_vjp(y, g);
+  case op_kind::random: return {nullptr};
+  case op_kind::source: return {};
+  case op_kind::control: break;
+  }
+  const op control = y.code() == op::tuple_element ? y.operands()[0]->code() : y.code(); // the loop, not its result
+  throw value_error(xlite::detail::message("grad: ", name(control),
+                                           " is not differentiable yet; compute the gradient inside its body, or "
+                                           "unroll it"));
+}
+
+} // namespace xlite::autodiff
