@@ -3,6 +3,7 @@
 // Everything xlite has. Each layer also has its own umbrella header (xlite/core.hpp, ...), so
 // code that needs one part does not pay the compile time of the rest.
 
+#include "xlite/amp.hpp"
 #include "xlite/autodiff.hpp"
 #include "xlite/core.hpp"
 #include "xlite/expr.hpp"

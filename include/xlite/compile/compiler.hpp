@@ -1,7 +1,7 @@
 #pragma once
 
-// The compiler driver: graph in, executable out. Runs the passes in order (simplify, then
-// CSE, then DCE, then fusion and buffer planning) and lowers each fused kernel (element-wise,
+// The compiler driver: graph in, executable out. Runs the passes in order (autocast for
+// the mixed-precision policy, simplify, CSE, DCE, then fusion and buffer planning) and lowers each fused kernel (element-wise,
 // or a reduction with the ops that feed it) to its register program.
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "xlite/amp/autocast.hpp"
 #include "xlite/compile/executable.hpp"
 #include "xlite/ir/graph.hpp"
 #include "xlite/passes/buffer_plan.hpp"
@@ -108,10 +109,16 @@ inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::val
 
 } // namespace detail
 
-inline executable_ptr compile_graph(ir::graph g) {
+// `precision` applies to g's own instructions; control-flow bodies compile as traced.
+inline executable_ptr compile_graph(ir::graph g, amp::policy precision = {}) {
   auto result = std::make_shared<executable>();
   result->hash = ir::structural_hash(g);
   std::ostringstream log;
+  if (precision.mode != amp::mode::fp32) {
+    const std::size_t before = g.instructions.size();
+    g = amp::apply(g, precision);
+    log << "autocast " << amp::name(precision.mode) << ": " << g.instructions.size() - before << " casts\n";
+  }
   log << "simplify: " << passes::simplify(g) << " rewritten\n";
   log << "cse: " << passes::eliminate_common_subexpressions(g) << " merged\n";
   log << "dce: " << passes::eliminate_dead_code(g) << " removed\n";

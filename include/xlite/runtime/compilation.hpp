@@ -11,8 +11,8 @@
 //   UncachedCompile        compiled; CompileTime has the time it took
 //
 // The cache key hashes the graph with the context it is compiled in: the xlite version,
-// the compiler's revision, the device kind and the ISA the kernels run with. Everything else that changes an
-// executable (the ops, shapes, dtypes and constants) is in the graph.
+// the compiler's revision, the device kind, the ISA the kernels run with and the
+// mixed-precision policy (amp/policy.hpp). Everything else that changes an executable (the ops, shapes, dtypes and constants) is in the graph.
 
 #include <algorithm>
 #include <array>
@@ -26,6 +26,7 @@
 #include <string>
 #include <utility>
 
+#include "xlite/amp/policy.hpp"
 #include "xlite/compile/cache.hpp"
 #include "xlite/compile/compiler.hpp"
 #include "xlite/compile/disk_cache.hpp"
@@ -48,22 +49,27 @@ struct compile_context {
   std::uint64_t hash = 0;
 };
 
-// The context for the ISA the kernels run with now, made once per ISA: a cache hit must
-// stay a hash and a lookup.
-inline const compile_context& current_compile_context() {
-  static const auto contexts = [] {
-    std::array<compile_context, std::size(all_isas)> made;
+// The context for the ISA the kernels run with now and the mixed-precision policy, made
+// once per pair: a cache hit must stay a hash and a lookup.
+inline const compile_context& current_compile_context(amp::policy precision = amp::current_policy()) {
+  constexpr amp::mode modes[] = {amp::mode::fp32, amp::mode::autocast, amp::mode::use_bf16, amp::mode::downcast_bf16};
+  static const auto contexts = [&] {
+    std::array<std::array<compile_context, std::size(modes)>, std::size(all_isas)> made;
     for (std::size_t k = 0; k < made.size(); ++k) {
-      made[k].text = "xlite " + std::to_string(XLITE_VERSION) + "; compiler " +
-                     std::to_string(compile::compiler_revision) + "; device " + device_type() + "; isa " +
-                     std::string(name(all_isas[k]));
-      ir::hasher h;
-      for (const char c : made[k].text) h.add(static_cast<unsigned char>(c));
-      made[k].hash = h.state;
+      for (std::size_t m = 0; m < std::size(modes); ++m) {
+        compile_context& c = made[k][m];
+        c.text = "xlite " + std::to_string(XLITE_VERSION) + "; compiler " + std::to_string(compile::compiler_revision) +
+                 "; device " + device_type() + "; isa " + std::string(name(all_isas[k])) + "; precision " +
+                 std::string(amp::name(modes[m]));
+        ir::hasher h;
+        for (const char ch : c.text) h.add(static_cast<unsigned char>(ch));
+        c.hash = h.state;
+      }
     }
     return made;
   }();
-  return contexts[static_cast<std::size_t>(std::ranges::find(all_isas, active_isa()) - std::begin(all_isas))];
+  const auto isa = static_cast<std::size_t>(std::ranges::find(all_isas, active_isa()) - std::begin(all_isas));
+  return contexts[isa][static_cast<std::size_t>(precision.mode)];
 }
 
 namespace detail {
@@ -154,7 +160,8 @@ inline void clear_compilation_cache() { compile::default_cache().clear(); }
 // The executable for `captured`, from a cache or compiled now.
 inline compile::executable_ptr find_or_compile(const ir::graph& captured, const debug::step_cause& cause) {
   const std::uint64_t graph_hash = ir::structural_hash(captured);
-  const compile_context& context = current_compile_context();
+  const amp::policy precision = amp::current_policy();
+  const compile_context& context = current_compile_context(precision);
   const std::uint64_t key = detail::cache_key(graph_hash, context);
   debug::save_graph_if_requested(captured, graph_hash, cause);
   debug::analyse_execution(captured, graph_hash, cause);
@@ -180,7 +187,7 @@ inline compile::executable_ptr find_or_compile(const ir::graph& captured, const 
   {
     profiler::scope compiling(profiler::track::host_compile(), "compile", {{"graph hash", debug::detail::hex(graph_hash)}});
     metrics::timer timing("CompileTime");
-    compiled = compile::compile_graph(captured);
+    compiled = compile::compile_graph(captured, precision);
   }
   counters.uncached.fetch_add(1, std::memory_order_relaxed);
   debug::analyse_compilation(captured, graph_hash, cause);

@@ -2,7 +2,8 @@
 
 // Runs a matmul instruction: (..., m, k) x (..., k, n) with broadcast batch dimensions.
 // float and bfloat16 go to the GEMM kernels (kernels/gemm.hpp: AVX-512 / AMX / AVX512_BF16
-// / portable, fp32 accumulation; bf16 results rounded once); the other dtypes to a plain
+// / portable, fp32 accumulation; bf16 results rounded once, or float32 results from bf16
+// operands under mixed precision); the other dtypes to a plain
 // loop that accumulates each product in k order in the compute dtype. An epilogue runs on
 // each part of the result as it is finished.
 
@@ -72,16 +73,17 @@ inline void run_matmul(const buffer& a, const buffer& b, buffer& out, const fini
     const auto& c = *static_cast<const region_context*>(context);
     for (std::int64_t r = row; r < row + rows; ++r) (*c.finished)(c.product_offset + r * c.n + col, cols);
   };
-  visit_dtype(out.type(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  // Mixed precision (amp/): bf16 operands, float32 result, on the bf16 GEMM.
+  const bool mixed = a.type() == dtype::bf16 && out.type() == dtype::f32;
+  const auto products = [&]<class In, class Out>(const In* a_data, const In* b_data, Out* out_data) {
     for (std::size_t p = 0; p < batches.a.size(); ++p) {
-      const T* pa = a.as<T>() + batches.a[p] * m * k;
-      const T* pb = b.as<T>() + batches.b[p] * k * n;
+      const In* pa = a_data + batches.a[p] * m * k;
+      const In* pb = b_data + batches.b[p] * k * n;
       const std::int64_t product_offset = static_cast<std::int64_t>(p) * m * n;
-      T* pc = out.as<T>() + product_offset;
+      Out* pc = out_data + product_offset;
       region_context context{&finished, product_offset, n};
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
-        kernels::gemm_args<T, T> args;
+      if constexpr (std::is_same_v<In, float> || std::is_same_v<In, bfloat16>) {
+        kernels::gemm_args<In, Out> args;
         args.m = m;
         args.n = n;
         args.k = k;
@@ -94,18 +96,26 @@ inline void run_matmul(const buffer& a, const buffer& b, buffer& out, const fini
         kernels::gemm_epilogue epilogue;
         if (finished) epilogue = {report_rows, &context};
         kernels::gemm(args, epilogue);
-      } else if constexpr (!std::is_same_v<T, bool>) {
-        using C = detail::compute_t<T>;
+      } else if constexpr (!std::is_same_v<In, bool>) {
+        using C = detail::compute_t<In>;
         for (std::int64_t i = 0; i < m; ++i) {
           for (std::int64_t j = 0; j < n; ++j) {
             C acc = 0;
             for (std::int64_t q = 0; q < k; ++q) acc += static_cast<C>(pa[i * k + q]) * static_cast<C>(pb[q * n + j]);
-            pc[i * n + j] = static_cast<T>(acc);
+            pc[i * n + j] = static_cast<Out>(acc);
           }
           if (finished) report_rows(&context, 0, i, 0, 1, n);
         }
       }
     }
+  };
+  if (mixed) {
+    products(a.as<bfloat16>(), b.as<bfloat16>(), out.as<float>());
+    return;
+  }
+  visit_dtype(out.type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    products(a.as<T>(), b.as<T>(), out.as<T>());
   });
 }
 
