@@ -14,6 +14,8 @@ packages=(
   libboost-dev libxtensor-dev xtl-dev libxsimd-dev zlib1g-dev
   # tests and benchmarks
   catch2 libbenchmark-dev nlohmann-json3-dev # the profiler's tests parse its JSON
+  # data: the Fashion-MNIST training example and the data tests
+  dataset-fashion-mnist
 )
 bench_peers=(libeigen3-dev libopenblas-dev libdnnl-dev libtorch-dev)
 

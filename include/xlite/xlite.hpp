@@ -6,6 +6,7 @@
 #include "xlite/amp.hpp"
 #include "xlite/autodiff.hpp"
 #include "xlite/core.hpp"
+#include "xlite/data.hpp" // the loader; the IDX and Fashion-MNIST readers with xlite::zlib
 #include "xlite/expr.hpp"
 #include "xlite/expr/matmul.hpp"
 #include "xlite/expr/xtensor.hpp"
