@@ -12,3 +12,4 @@
 #include "xlite/expr/xtensor.hpp"
 #include "xlite/kernels.hpp"
 #include "xlite/lazy.hpp"
+#include "xlite/optim.hpp"
