@@ -65,7 +65,7 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states, con
       std::vector<runtime::buffer_ptr> inputs;
       for (const auto& p : parameters) inputs.push_back(p->wait());
       const auto begin = std::chrono::steady_clock::now();
-      std::vector<runtime::buffer_ptr> values = runtime::execute(*exe, inputs, current_thread_pool());
+      std::vector<runtime::buffer_ptr> values = runtime::execute(*exe, inputs, current_thread_pool(), profiler::track::device(d.ordinal()));
       const auto end = std::chrono::steady_clock::now();
       // Recorded before the results are set: a thread that waits for them, then reads the
       // metrics or stops the profiler, sees this run.

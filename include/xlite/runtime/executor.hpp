@@ -6,10 +6,14 @@
 // again: a while_loop runs its cond and body until cond is false, a cond one branch.
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "xlite/compile/executable.hpp"
@@ -20,12 +24,13 @@
 #include "xlite/runtime/elementwise.hpp"
 #include "xlite/runtime/layout.hpp"
 #include "xlite/runtime/matmul.hpp"
+#include "xlite/runtime/profiler.hpp"
 #include "xlite/runtime/reduce.hpp"
 
 namespace xlite::runtime {
 
 inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span<const buffer_ptr> parameters,
-                                       thread_pool& pool);
+                                       thread_pool& pool, std::optional<profiler::track> kernels_track = {});
 
 namespace detail {
 
@@ -59,14 +64,40 @@ inline std::vector<buffer_ptr> run_control(const compile::kernel& k, const ir::i
   return results;
 }
 
+// Draws one kernel's run on a profile track, when given one.
+class kernel_timer {
+public:
+  kernel_timer(const profiler::track* where, const compile::kernel& k, const ir::instruction& root)
+      : where_(where), kernel_(k), root_(root) {
+    if (where_) begin_ = std::chrono::steady_clock::now();
+  }
+  ~kernel_timer() {
+    if (!where_) return;
+    std::ostringstream label;
+    label << (kernel_.group.elementwise ? "fused " : "") << name(root_.code) << ' ' << name(root_.type) << root_.shape;
+    profiler::record(*where_, label.str(), begin_, std::chrono::steady_clock::now(),
+                     {{"instructions", std::to_string(kernel_.group.members.size())}});
+  }
+  kernel_timer(const kernel_timer&) = delete;
+  kernel_timer& operator=(const kernel_timer&) = delete;
+
+private:
+  const profiler::track* where_;
+  const compile::kernel& kernel_;
+  const ir::instruction& root_;
+  std::chrono::steady_clock::time_point begin_;
+};
+
 } // namespace detail
 
+// With a profile being recorded, each kernel is drawn on `kernels_track` (the device's
+// track), named by its root op and result: where a step's time goes.
 inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span<const buffer_ptr> parameters,
-                                       thread_pool& pool) {
+                                       thread_pool& pool, std::optional<profiler::track> kernels_track) {
   const ir::graph& g = exe.program;
   if (parameters.size() != g.parameter_count) {
-    throw value_error(xlite::detail::message("execute: the executable takes ", g.parameter_count,
-                                             " parameters, got ", parameters.size()));
+    throw value_error(xlite::detail::message("execute: the executable takes ", g.parameter_count, " parameters, got ",
+                                             parameters.size()));
   }
   std::vector<buffer_ptr> value(g.instructions.size());
   for (std::size_t i = 0; i < g.instructions.size(); ++i) {
@@ -99,9 +130,11 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
     return into;
   };
   std::vector<std::vector<buffer_ptr>> control_results(g.instructions.size());
+  const bool profiling = kernels_track && profiler::active();
   for (std::size_t i = 0; i < exe.kernels.size(); ++i) {
     const compile::kernel& k = exe.kernels[i];
     const ir::instruction& root = g.instructions[k.group.root];
+    const detail::kernel_timer timing(profiling ? &*kernels_track : nullptr, k, root);
     // Control results are buffers of the subprograms' runs, not of this plan's slots.
     if (root.code == op::tuple_element) {
       value[k.group.root] = control_results[root.operands[0]][static_cast<std::size_t>(root.attrs.ints[0])];
