@@ -86,8 +86,8 @@ TEST_CASE("a chain of element-wise ops fuses into one kernel; reductions and mat
   // relu(matmul(a, b) + bias) then a row sum: matmul | add+relu+sum (the sum over the
   // innermost axis computes its operand as it goes).
   const auto a = param(dtype::f32, shape{8, 16});
-  const auto b = param(dtype::f32, shape{16, 4});
-  const auto bias = param(dtype::f32, shape{4});
+  const auto b = param(dtype::f32, shape{16, passes::min_fused_run});
+  const auto bias = param(dtype::f32, shape{passes::min_fused_run});
   const std::vector<std::int64_t> axes{1};
   auto h = ir::elementwise(op::relu, {binary(op::add, ir::matmul(a, b), bias)});
   auto g2 = graph_of({ir::reduce(op::sum, h, axes, false)});
@@ -96,6 +96,13 @@ TEST_CASE("a chain of element-wise ops fuses into one kernel; reductions and mat
   CHECK(g2.instructions[plan2.kernels[0].root].code == op::matmul);
   CHECK(g2.instructions[plan2.kernels[1].root].code == op::sum);
   CHECK(plan2.kernels[1].members.size() == 3);
+  // Rows shorter than min_fused_run: the program would start once per row, so relu(...) is
+  // computed into memory first.
+  const auto narrow = ir::elementwise(op::relu, {ir::slice(h, std::vector<ir::slice_range>{{0, 8, 1}, {0, 2, 1}})});
+  auto g_narrow = graph_of({ir::reduce(op::sum, narrow, axes, false)});
+  const auto narrow_plan = passes::fuse_elementwise(g_narrow);
+  CHECK(g_narrow.instructions[narrow_plan.kernels.back().root].code == op::sum);
+  CHECK(narrow_plan.kernels.back().members.size() == 1);
   // A column sum reads its operand across rows: relu(...) is a kernel of its own.
   const std::vector<std::int64_t> columns{0};
   auto g4 = graph_of({ir::reduce(op::sum, h, columns, false)});

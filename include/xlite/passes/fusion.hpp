@@ -2,9 +2,10 @@
 
 // Element-wise fusion: partitions a graph into kernels. An element-wise kernel evaluates a
 // DAG of element-wise ops (with the constants, iotas, random draws, casts and broadcasts
-// they read) in one pass over its result, so only its root is written to memory. A reduction over the
-// innermost axis (sum, mean, prod, max, min) is a fusion sink: the element-wise ops that
-// feed it are computed piece by piece as it reduces, never stored. Every other op (argmax,
+// they read) in one pass over its result, so only its root is written to memory. A
+// reduction over an innermost axis of at least min_fused_run elements (sum, mean, prod,
+// max, min) is a fusion sink: the element-wise ops that feed it are computed piece by
+// piece as it reduces, never stored. Every other op (argmax,
 // other reductions, layout, matmul) is a kernel of its own. Parameters are not kernels:
 // their buffers exist.
 //
@@ -49,12 +50,20 @@ inline bool fusible(const ir::instruction& ins) {
          ins.code == op::constant || ins.code == op::iota;
 }
 
+// Runs shorter than this are computed into memory first: the fused program would start
+// once per run, and for a pooling window of 2 its start-up costs ten times the work.
+inline constexpr std::int64_t min_fused_run = 64;
+
 // Whether reduction instruction `ins` can compute its operand as it goes: it reads its
-// operand in contiguous runs (runtime/reduce.hpp) only when the innermost axis is reduced.
+// operand in contiguous runs along the innermost axis (runtime/reduce.hpp), so only when
+// that axis is reduced and long enough.
 inline bool reduction_sink(const ir::graph& g, const ir::instruction& ins) {
   if (info(ins.code).kind != op_kind::reduction || ins.code == op::argmax) return false;
-  const std::size_t rank = g.instructions[ins.operands[0]].shape.rank();
-  return rank == 0 || std::ranges::find(ins.attrs.ints, static_cast<std::int64_t>(rank - 1)) != ins.attrs.ints.end();
+  const shape& operand = g.instructions[ins.operands[0]].shape;
+  if (operand.rank() == 0) return true;
+  const auto last = static_cast<std::int64_t>(operand.rank() - 1);
+  return std::ranges::find(ins.attrs.ints, last) != ins.attrs.ints.end() &&
+         operand[operand.rank() - 1] >= min_fused_run;
 }
 
 namespace detail {
@@ -68,7 +77,9 @@ inline void place_matmul_epilogues(const ir::graph& g, fusion_plan& plan,
     const ir::instruction& root = g.instructions[epilogue.root];
     for (const ir::value_id product : epilogue.inputs) {
       const ir::instruction& mm = g.instructions[product];
-      const auto member = [&](ir::value_id u) { return std::ranges::find(epilogue.members, u) != epilogue.members.end(); };
+      const auto member = [&](ir::value_id u) {
+        return std::ranges::find(epilogue.members, u) != epilogue.members.end();
+      };
       const bool ready_before = std::ranges::all_of(epilogue.inputs, [&](ir::value_id v) {
         return v == product || v < product || g.instructions[v].code == op::parameter;
       });
@@ -76,7 +87,8 @@ inline void place_matmul_epilogues(const ir::graph& g, fusion_plan& plan,
           !std::ranges::all_of(users[product], member) || !ready_before) {
         continue;
       }
-      const auto producer = std::ranges::find_if(plan.kernels, [&](const kernel_group& k) { return k.root == product; });
+      const auto producer =
+          std::ranges::find_if(plan.kernels, [&](const kernel_group& k) { return k.root == product; });
       const auto at = static_cast<std::size_t>(producer - plan.kernels.begin());
       epilogue.matmul_epilogue = true;
       std::rotate(plan.kernels.begin() + static_cast<std::ptrdiff_t>(at) + 1,
@@ -94,7 +106,8 @@ inline fusion_plan fuse_elementwise(const ir::graph& g) {
   constexpr std::size_t none = static_cast<std::size_t>(-1);
   std::vector<std::vector<ir::value_id>> users(count);
   for (std::size_t i = 0; i < count; ++i) {
-    for (const ir::value_id operand : g.instructions[i].operands) users[operand].push_back(static_cast<ir::value_id>(i));
+    for (const ir::value_id operand : g.instructions[i].operands)
+      users[operand].push_back(static_cast<ir::value_id>(i));
   }
   std::vector<bool> is_output(count, false);
   for (const ir::value_id out : g.outputs) is_output[out] = true;

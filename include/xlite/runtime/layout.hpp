@@ -36,29 +36,52 @@ inline strides_t row_major_strides(const shape& s) {
 }
 
 // dst[dst_offset + sum(p * dst_strides)] = src[src_offset + sum(p * src_strides)] for every
-// index p of `extent`.
+// index p of `extent`. Axes that are contiguous with the next one on both sides are merged,
+// so the copy walks rows as long as the layout allows, each a memcpy where both sides are
+// dense (a slice of whole rows, a pad's interior, a concat's part).
 template <class E>
 void copy_strided(const E* src, const strides_t& src_strides, std::int64_t src_offset, E* dst,
                   const strides_t& dst_strides, std::int64_t dst_offset, const shape& extent, thread_pool& pool) {
-  const std::size_t rank = extent.rank();
-  const std::int64_t total = extent.numel();
-  pool.parallel_for(total, 1 << 15, [&](std::int64_t begin, std::int64_t end) {
+  std::array<std::int64_t, max_rank> dims{}, from{}, to{};
+  std::size_t rank = 0;
+  for (std::size_t a = 0; a < extent.rank(); ++a) {
+    if (extent[a] == 1) continue;
+    if (rank > 0 && from[rank - 1] == src_strides[a] * extent[a] && to[rank - 1] == dst_strides[a] * extent[a]) {
+      dims[rank - 1] *= extent[a];
+    } else {
+      dims[rank++] = extent[a];
+    }
+    from[rank - 1] = src_strides[a];
+    to[rank - 1] = dst_strides[a];
+  }
+  if (extent.numel() == 0) return;
+  if (rank == 0) {
+    dst[dst_offset] = src[src_offset];
+    return;
+  }
+  const std::int64_t row = dims[rank - 1], rows = extent.numel() / row;
+  const std::int64_t from_step = from[rank - 1], to_step = to[rank - 1];
+  pool.parallel_for(rows, std::max<std::int64_t>(1, (1 << 15) / row), [&](std::int64_t begin, std::int64_t end) {
     std::array<std::int64_t, max_rank> position{};
     std::int64_t rest = begin, s = src_offset, d = dst_offset;
-    for (std::size_t a = rank; a-- > 0;) {
-      position[a] = rest % extent[a];
-      rest /= extent[a];
-      s += position[a] * src_strides[a];
-      d += position[a] * dst_strides[a];
+    for (std::size_t a = rank - 1; a-- > 0;) {
+      position[a] = rest % dims[a];
+      rest /= dims[a];
+      s += position[a] * from[a];
+      d += position[a] * to[a];
     }
-    for (std::int64_t i = begin; i < end; ++i) {
-      dst[d] = src[s];
-      for (std::size_t a = rank; a-- > 0;) {
-        s += src_strides[a];
-        d += dst_strides[a];
-        if (++position[a] < extent[a]) break;
-        s -= src_strides[a] * extent[a];
-        d -= dst_strides[a] * extent[a];
+    for (std::int64_t r = begin; r < end; ++r) {
+      if (from_step == 1 && to_step == 1) {
+        std::memcpy(dst + d, src + s, static_cast<std::size_t>(row) * sizeof(E));
+      } else {
+        for (std::int64_t k = 0; k < row; ++k) dst[d + k * to_step] = src[s + k * from_step];
+      }
+      for (std::size_t a = rank - 1; a-- > 0;) {
+        s += from[a];
+        d += to[a];
+        if (++position[a] < dims[a]) break;
+        s -= from[a] * dims[a];
+        d -= to[a] * dims[a];
         position[a] = 0;
       }
     }

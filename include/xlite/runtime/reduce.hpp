@@ -44,6 +44,7 @@ struct reduction_layout {
   std::array<std::int64_t, max_rank> kept_dims{}, kept_strides{}, reduced_dims{}, reduced_strides{};
   std::size_t kept_rank = 0, reduced_rank = 0;
   std::int64_t outputs = 1, reduced = 1, run = 1; // run: contiguous elements per run
+  std::int64_t inner_kept = 1; // the outputs contiguous in the input: kept axes after the last reduced one
 
   reduction_layout(const shape& in, const std::vector<std::int64_t>& axes) {
     std::array<bool, max_rank> is_reduced{};
@@ -66,6 +67,7 @@ struct reduction_layout {
       }
     }
     if (reduced_rank > 0 && reduced_strides[reduced_rank - 1] == 1) run = reduced_dims[reduced_rank - 1];
+    for (std::size_t a = in.rank(); a-- > 0 && !is_reduced[a];) inner_kept *= in[a];
   }
 
   // The input offset of the first element of output o.
@@ -92,6 +94,11 @@ struct reduction_layout {
 template <op O, class T>
 T reduce_run(const T* p, std::int64_t n) {
   using red = kernels::reduction<O>;
+  if (n < 8) { // shorter than any SIMD path's four batches: the same scalar loop, without dispatch
+    T result = red::template identity<T>();
+    for (std::int64_t i = 0; i < n; ++i) result = red::combine(result, p[i]);
+    return result;
+  }
   return kernels::dispatch<kernels::simd_element_v<T>>([&](auto arch) {
     using Arch = decltype(arch);
     using V = kernels::batch_t<T, Arch>;
@@ -116,6 +123,57 @@ T reduce_run(const T* p, std::int64_t n) {
   });
 }
 
+// acc[j] = combine(acc[j], values[j]) for j < n.
+template <op O, class C>
+void combine_rows(C* acc, const C* values, std::int64_t n) {
+  using red = kernels::reduction<O>;
+  kernels::dispatch<kernels::simd_element_v<C>>([&](auto arch) {
+    using Arch = decltype(arch);
+    std::int64_t j = 0;
+    if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+      using V = kernels::batch_t<C, Arch>;
+      constexpr auto width = static_cast<std::int64_t>(kernels::lanes<C, Arch>);
+      for (; j + width <= n; j += width) {
+        red::combine(V::load_unaligned(acc + j), V::load_unaligned(values + j)).store_unaligned(acc + j);
+      }
+    }
+    for (; j < n; ++j) acc[j] = red::combine(acc[j], values[j]);
+  });
+}
+
+// The partial results of each block when the innermost axis is kept (the bias gradient's
+// sum over the batch): every reduced element is a run of one, so the outputs contiguous in
+// the input are reduced side by side, a row at a time, with the same combines per output,
+// in the same order, as one output at a time.
+template <op O, class C, class Source>
+void reduce_rows(const Source& source, std::vector<C>& partial, std::int64_t blocks, std::int64_t runs_per_block,
+                 const reduction_layout& layout, thread_pool& pool) {
+  using red = kernels::reduction<O>;
+  const std::int64_t inner = layout.inner_kept, outer = layout.outputs / inner;
+  const std::int64_t rows_per_task = std::min(layout.reduced, runs_per_block);
+  pool.parallel_for(outer * blocks, std::max<std::int64_t>(1, block_elements / (rows_per_task * inner)),
+                    [&](std::int64_t begin, std::int64_t end) {
+                      std::vector<C> acc(static_cast<std::size_t>(inner));
+                      for (std::int64_t task = begin; task < end; ++task) {
+                        const std::int64_t o = task / blocks, b = task % blocks;
+                        const std::int64_t base = layout.output_offset(o * inner);
+                        std::fill(acc.begin(), acc.end(), red::template identity<C>());
+                        const std::int64_t last = std::min(layout.reduced, (b + 1) * runs_per_block);
+                        for (std::int64_t r = b * runs_per_block; r < last; ++r) {
+                          const std::int64_t start = base + layout.reduced_offset(r);
+                          for (std::int64_t piece = 0; piece < inner; piece += chunk_elements) {
+                            const std::int64_t n = std::min(chunk_elements, inner - piece);
+                            combine_rows<O>(acc.data() + piece, source(start + piece, n), n);
+                          }
+                        }
+                        for (std::int64_t j = 0; j < inner; ++j) {
+                          partial[static_cast<std::size_t>((o * inner + j) * blocks + b)] =
+                              acc[static_cast<std::size_t>(j)];
+                        }
+                      }
+                    });
+}
+
 // source(offset, n) gives the n operand values from flat offset on, in compute dtype C.
 template <op O, class C, class Source>
 void reduce_values(const Source& source, C* out, const reduction_layout& layout, thread_pool& pool) {
@@ -124,27 +182,39 @@ void reduce_values(const Source& source, C* out, const reduction_layout& layout,
   const std::int64_t runs_per_block = std::max<std::int64_t>(1, block_elements / std::max<std::int64_t>(layout.run, 1));
   const std::int64_t blocks = std::max<std::int64_t>(1, (runs + runs_per_block - 1) / runs_per_block);
   std::vector<C> partial(static_cast<std::size_t>(layout.outputs * blocks), red::template identity<C>());
-  const std::int64_t elements_per_task = std::max<std::int64_t>(1, std::min(layout.reduced, block_elements));
-  const std::int64_t grain = std::max<std::int64_t>(1, block_elements / elements_per_task);
-  pool.parallel_for(layout.outputs * blocks, grain, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t task = begin; task < end; ++task) {
-      const std::int64_t o = task / blocks, b = task % blocks;
-      const std::int64_t base = layout.output_offset(o);
-      C acc = red::template identity<C>();
-      const std::int64_t last = std::min(runs, (b + 1) * runs_per_block);
-      for (std::int64_t r = b * runs_per_block; r < last; ++r) {
-        const std::int64_t start = base + layout.reduced_offset(r * layout.run);
-        for (std::int64_t piece = 0; piece < layout.run; piece += chunk_elements) {
-          const std::int64_t n = std::min(chunk_elements, layout.run - piece);
-          acc = red::combine(acc, reduce_run<O>(source(start + piece, n), n));
-        }
-      }
-      partial[static_cast<std::size_t>(task)] = acc;
+  if (layout.run == 1 && layout.inner_kept > 1 && layout.reduced > 0) {
+    reduce_rows<O>(source, partial, blocks, runs_per_block, layout, pool);
+  } else {
+    const std::int64_t elements_per_task = std::max<std::int64_t>(1, std::min(layout.reduced, block_elements));
+    const std::int64_t grain = std::max<std::int64_t>(1, block_elements / elements_per_task);
+    // Where each run starts, relative to its output's first element: computed once, since
+    // small reductions (a pooling window) spend their time on this index arithmetic.
+    std::vector<std::int64_t> run_starts;
+    if (runs <= block_elements) {
+      for (std::int64_t r = 0; r < runs; ++r) run_starts.push_back(layout.reduced_offset(r * layout.run));
     }
-  });
+    pool.parallel_for(layout.outputs * blocks, grain, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t task = begin; task < end; ++task) {
+        const std::int64_t o = task / blocks, b = task % blocks;
+        const std::int64_t base = layout.output_offset(o);
+        C acc = red::template identity<C>();
+        const std::int64_t last = std::min(runs, (b + 1) * runs_per_block);
+        for (std::int64_t r = b * runs_per_block; r < last; ++r) {
+          const std::int64_t start = base + (run_starts.empty() ? layout.reduced_offset(r * layout.run)
+                                                                : run_starts[static_cast<std::size_t>(r)]);
+          for (std::int64_t piece = 0; piece < layout.run; piece += chunk_elements) {
+            const std::int64_t n = std::min(chunk_elements, layout.run - piece);
+            acc = red::combine(acc, reduce_run<O>(source(start + piece, n), n));
+          }
+        }
+        partial[static_cast<std::size_t>(task)] = acc;
+      }
+    });
+  }
   for (std::int64_t o = 0; o < layout.outputs; ++o) {
     C acc = red::template identity<C>();
-    for (std::int64_t b = 0; b < blocks; ++b) acc = red::combine(acc, partial[static_cast<std::size_t>(o * blocks + b)]);
+    for (std::int64_t b = 0; b < blocks; ++b)
+      acc = red::combine(acc, partial[static_cast<std::size_t>(o * blocks + b)]);
     out[o] = acc;
   }
 }
@@ -152,7 +222,8 @@ void reduce_values(const Source& source, C* out, const reduction_layout& layout,
 // The first maximum; a NaN counts as the maximum (the first NaN wins), as torch.argmax.
 template <class C>
 void argmax_values(const C* in, std::int64_t* out, const reduction_layout& layout, thread_pool& pool) {
-  pool.parallel_for(layout.outputs, std::max<std::int64_t>(1, block_elements / std::max<std::int64_t>(layout.reduced, 1)),
+  pool.parallel_for(layout.outputs,
+                    std::max<std::int64_t>(1, block_elements / std::max<std::int64_t>(layout.reduced, 1)),
                     [&](std::int64_t begin, std::int64_t end) {
                       for (std::int64_t o = begin; o < end; ++o) {
                         const C* base = in + layout.output_offset(o);
