@@ -4,9 +4,12 @@
 // (mark_step), and run as fused kernels on a device.
 
 #include "xlite/lazy/control.hpp"
+#include "xlite/lazy/convolution.hpp"
 #include "xlite/lazy/debug.hpp"
 #include "xlite/lazy/factories.hpp"
+#include "xlite/lazy/losses.hpp"
 #include "xlite/lazy/ops.hpp"
+#include "xlite/lazy/pooling.hpp"
 #include "xlite/lazy/random.hpp"
 #include "xlite/lazy/step.hpp"
 #include "xlite/lazy/tensor.hpp"
