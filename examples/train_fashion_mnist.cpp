@@ -1,0 +1,290 @@
+// Fashion-MNIST, trained the PyTorch/XLA way: each step is traced (forward, gradients,
+// optimizer update), cut by the loader's mark_step(), compiled once and run on the device
+// while the next step is traced. Optionally in mixed precision: bf16 matmuls with fp32
+// sums (--bf16).
+//
+//   train_fashion_mnist [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--bf16]
+//                       [--seed N] [--steps N] [--data DIR] [--expect-accuracy X]
+//
+// --steps stops after N training steps (a short run); --expect-accuracy makes the program
+// fail unless the test accuracy reaches X, the loss halves and each distinct graph compiled
+// once: the tests run it that way. The data comes from Debian's dataset-fashion-mnist
+// (scripts/install-deps.sh installs it).
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <xlite/amp.hpp>
+#include <xlite/autodiff.hpp>
+#include <xlite/data.hpp>
+#include <xlite/expr.hpp>
+#include <xlite/lazy.hpp>
+#include <xlite/optim.hpp>
+
+namespace lazy = xlite::lazy;
+using xlite::shape;
+using parameters = std::vector<lazy::tensor>;
+
+namespace {
+
+struct options {
+  std::string model = "mlp";
+  std::int64_t epochs = 0; // 0: the model's default
+  std::int64_t batch_size = 128;
+  double lr = 0; // 0: the model's default
+  bool bf16 = false;
+  std::uint64_t seed = 1;
+  std::int64_t steps = 0; // 0: no limit
+  std::string data{xlite::data::fashion_mnist_directory};
+  std::optional<double> expect_accuracy;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::cerr << "train_fashion_mnist: " << problem << "\n"
+            << "usage: train_fashion_mnist [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--bf16]\n"
+            << "                           [--seed N] [--steps N] [--data DIR] [--expect-accuracy X]\n"
+            << "       (--devices N, data parallel over N devices, comes with SPMD)\n";
+  std::exit(2);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(std::string(arg) + " needs a value");
+      return argv[++i];
+    };
+    const auto number = [&](double low) {
+      const std::string text = value();
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !(v >= low)) usage(std::string(arg) + ": bad value '" + text + "'");
+      return v;
+    };
+    if (arg == "--model") {
+      o.model = value();
+      if (o.model != "mlp" && o.model != "cnn") usage("--model is mlp or cnn, not '" + o.model + "'");
+    } else if (arg == "--epochs") {
+      o.epochs = static_cast<std::int64_t>(number(1));
+    } else if (arg == "--batch-size") {
+      o.batch_size = static_cast<std::int64_t>(number(1));
+    } else if (arg == "--lr") {
+      o.lr = number(1e-12);
+    } else if (arg == "--bf16") {
+      o.bf16 = true;
+    } else if (arg == "--seed") {
+      o.seed = static_cast<std::uint64_t>(number(0));
+    } else if (arg == "--steps") {
+      o.steps = static_cast<std::int64_t>(number(1));
+    } else if (arg == "--data") {
+      o.data = value();
+    } else if (arg == "--expect-accuracy") {
+      o.expect_accuracy = number(0);
+    } else if (arg == "--devices") {
+      if (number(1) != 1) usage("--devices above 1 needs SPMD, which xlite does not have yet");
+    } else {
+      usage("unknown option '" + std::string(arg) + "'");
+    }
+  }
+  if (o.epochs == 0) o.epochs = o.model == "mlp" ? 10 : 5;
+  if (o.lr == 0) o.lr = o.model == "mlp" ? 1e-3 : 2e-3;
+  return o;
+}
+
+// ---- the models: parameters on the device and a forward function ------------------------
+
+// PyTorch's default initialisation of Linear and Conv2d: uniform in +-1/sqrt(fan_in).
+lazy::tensor initial(const shape& s, std::int64_t fan_in) {
+  const double bound = 1 / std::sqrt(static_cast<double>(fan_in));
+  return lazy::rand_uniform(s, -bound, bound);
+}
+
+struct model {
+  parameters params;
+  std::function<lazy::tensor(const parameters&, const lazy::tensor&)> forward; // images (B, 28, 28) -> logits (B, 10)
+};
+
+// 784-256-128-10 with ReLU. Weights are (in, out), so a layer is x @ w + b with no transpose.
+model mlp() {
+  const std::int64_t sizes[] = {784, 256, 128, 10};
+  model m;
+  for (int layer = 0; layer < 3; ++layer) {
+    m.params.push_back(initial(shape{sizes[layer], sizes[layer + 1]}, sizes[layer]));
+    m.params.push_back(initial(shape{sizes[layer + 1]}, sizes[layer]));
+  }
+  m.forward = [](const parameters& p, const lazy::tensor& images) {
+    lazy::tensor h = lazy::reshape(images, {-1, 784});
+    for (std::size_t layer = 0; layer < 3; ++layer) {
+      h = lazy::matmul(h, p[2 * layer]) + p[2 * layer + 1];
+      if (layer < 2) h = lazy::relu(h);
+    }
+    return h;
+  };
+  return m;
+}
+
+// Two 3x3 convolutions (16 and 32 channels), each with ReLU and 2x2 max pooling, then
+// 1568-128-10.
+model cnn() {
+  model m;
+  m.params = {initial(shape{16, 1, 3, 3}, 9),        initial(shape{16}, 9),
+              initial(shape{32, 16, 3, 3}, 16 * 9),  initial(shape{32}, 16 * 9),
+              initial(shape{32 * 7 * 7, 128}, 1568), initial(shape{128}, 1568),
+              initial(shape{128, 10}, 128),          initial(shape{10}, 128)};
+  m.forward = [](const parameters& p, const lazy::tensor& images) {
+    lazy::tensor h = lazy::reshape(images, {-1, 1, 28, 28});
+    h = lazy::max_pool2d(lazy::relu(lazy::conv2d(h, p[0], p[1], 1, 1)), 2);
+    h = lazy::max_pool2d(lazy::relu(lazy::conv2d(h, p[2], p[3], 1, 1)), 2);
+    h = lazy::relu(lazy::matmul(lazy::reshape(h, {-1, 32 * 7 * 7}), p[4]) + p[5]);
+    return lazy::matmul(h, p[6]) + p[7];
+  };
+  return m;
+}
+
+// ---- reporting --------------------------------------------------------------------------------
+
+// Loss and correct answers per step, kept on the device and read only when printed: a read
+// waits for its step, so the step just marked is left to run while the next is traced.
+struct running_totals {
+  std::vector<lazy::tensor> losses, correct;
+  double loss_sum = 0, correct_sum = 0, steps = 0;
+  std::optional<double> first_loss;
+
+  void collect(std::size_t leave_running = 0) {
+    const std::size_t ready = losses.size() > leave_running ? losses.size() - leave_running : 0;
+    for (std::size_t s = 0; s < ready; ++s) {
+      const double loss = losses[s].item<double>();
+      if (!first_loss) first_loss = loss;
+      loss_sum += loss;
+      correct_sum += correct[s].item<double>();
+    }
+    losses.erase(losses.begin(), losses.begin() + static_cast<std::ptrdiff_t>(ready));
+    correct.erase(correct.begin(), correct.begin() + static_cast<std::ptrdiff_t>(ready));
+    steps += static_cast<double>(ready);
+  }
+};
+
+void progress(std::int64_t epoch, std::int64_t epochs, std::int64_t done, std::int64_t total, const running_totals& r,
+              double batch_size, double seconds, bool final) {
+  static const bool terminal = isatty(STDOUT_FILENO) != 0;
+  if (!terminal && !final) return;
+  constexpr int width = 30;
+  const int filled = static_cast<int>(width * done / std::max<std::int64_t>(total, 1));
+  std::printf("%sepoch %lld/%lld [%s%s] %lld/%lld  loss %.4f  accuracy %.4f  %.0f images/s%s", terminal ? "\r" : "",
+              static_cast<long long>(epoch + 1), static_cast<long long>(epochs), std::string(filled, '#').c_str(),
+              std::string(width - filled, '.').c_str(), static_cast<long long>(done), static_cast<long long>(total),
+              r.loss_sum / std::max(r.steps, 1.0), r.correct_sum / std::max(r.steps * batch_size, 1.0),
+              r.steps * batch_size / std::max(seconds, 1e-9), final ? "\n" : "");
+  std::fflush(stdout);
+}
+
+lazy::tensor correct_count(const lazy::tensor& logits, const lazy::tensor& labels) {
+  return lazy::sum(lazy::cast<std::int64_t>(lazy::argmax(logits, 1) == labels));
+}
+
+} // namespace
+
+int main(int argc, char** argv) try {
+  const options opt = parse(argc, argv);
+  if (opt.bf16) xlite::amp::set_policy({xlite::amp::mode::autocast}); // bf16 products, fp32 sums
+
+  // The data, standardised once on the host with a fused expression (Fashion-MNIST's mean
+  // and standard deviation).
+  auto train = xlite::data::load_fashion_mnist(xlite::data::split::train, opt.data);
+  auto test = xlite::data::load_fashion_mnist(xlite::data::split::test, opt.data);
+  for (auto* images : {&train.images, &test.images}) *images = (*images - 0.2860f) / 0.3530f;
+
+  lazy::set_rng_state(opt.seed);
+  model m = opt.model == "mlp" ? mlp() : cnn();
+  const std::int64_t steps_per_epoch = 60000 / opt.batch_size;
+  const std::int64_t total_steps = opt.steps ? std::min(opt.steps, opt.epochs * steps_per_epoch) : opt.epochs * steps_per_epoch;
+  xlite::optim::adam optimizer(m.params, {.lr = opt.lr});
+  const xlite::optim::cosine schedule(opt.lr, total_steps, opt.lr / 100);
+  xlite::mark_step(); // the initial parameters and the optimizer's state, on the device
+
+  xlite::data::loader train_loader(std::move(train.images), std::move(train.labels),
+                                   {.batch_size = opt.batch_size, .shuffle = true, .seed = opt.seed, .drop_last = true,
+                                    .prefetch = 4});
+  xlite::data::loader test_loader(std::move(test.images), std::move(test.labels), {.batch_size = 1000});
+
+  std::printf("Fashion-MNIST, %s, batch %lld, Adam %.0e with a cosine schedule, %s\n", opt.model.c_str(),
+              static_cast<long long>(opt.batch_size), opt.lr, opt.bf16 ? "bf16 matmuls (fp32 sums)" : "fp32");
+  const auto started = std::chrono::steady_clock::now();
+  std::int64_t step = 0;
+  std::optional<double> first_loss;
+  double last_epoch_loss = 0, train_seconds = 0;
+  const auto batch_size = static_cast<double>(opt.batch_size);
+  for (std::int64_t epoch = 0; epoch < opt.epochs && step < total_steps; ++epoch) {
+    running_totals totals;
+    const auto epoch_started = std::chrono::steady_clock::now();
+    const auto seconds = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_started).count();
+    };
+    for (const auto& batch : train_loader) { // each fetch marks the step traced on the last batch
+      if (step >= total_steps) break;
+      if (batch.index % 20 == 0) {
+        totals.collect(1);
+        progress(epoch, opt.epochs, batch.index, steps_per_epoch, totals, batch_size, seconds(), false);
+      }
+      optimizer.set_lr(schedule(step)); // a graph parameter: a new rate does not recompile
+      const lazy::tensor logits = m.forward(m.params, batch.features);
+      const lazy::tensor loss = lazy::cross_entropy(logits, batch.labels);
+      optimizer.step(m.params, xlite::grad(loss, m.params));
+      totals.losses.push_back(loss);
+      totals.correct.push_back(correct_count(logits, batch.labels));
+      ++step;
+    }
+    xlite::mark_step();
+    totals.collect();
+    train_seconds += seconds();
+    if (!first_loss) first_loss = totals.first_loss;
+    last_epoch_loss = totals.loss_sum / std::max(totals.steps, 1.0);
+    progress(epoch, opt.epochs, static_cast<std::int64_t>(totals.steps), steps_per_epoch, totals, batch_size, seconds(),
+             true);
+  }
+
+  // Evaluation: forward only, the correct answers counted on the device.
+  std::vector<lazy::tensor> correct;
+  for (const auto& batch : test_loader) correct.push_back(correct_count(m.forward(m.params, batch.features), batch.labels));
+  xlite::mark_step();
+  double right = 0;
+  for (const auto& c : correct) right += c.item<double>();
+  const double accuracy = right / 10000;
+  const double total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  const auto compilations = xlite::metrics::counter_value("UncachedCompile");
+  std::printf("test accuracy %.4f after %lld steps (%.1f s)\n", accuracy, static_cast<long long>(step), total_seconds);
+  std::printf("%.2f ms per training step, %.0f images/s\n", 1e3 * train_seconds / static_cast<double>(std::max<std::int64_t>(step, 1)),
+              static_cast<double>(step * opt.batch_size) / train_seconds);
+  std::printf("compilations: %lld (one per distinct graph: initialisation, training step, evaluation step)\n\n",
+              static_cast<long long>(compilations));
+  std::cout << xlite::metrics::short_report();
+
+  if (opt.expect_accuracy) {
+    bool ok = true;
+    const auto expect = [&](bool condition, const std::string& what) {
+      if (!condition) std::fprintf(stderr, "train_fashion_mnist: expected %s\n", what.c_str());
+      ok = ok && condition;
+    };
+    expect(accuracy >= *opt.expect_accuracy, "a test accuracy of at least " + std::to_string(*opt.expect_accuracy));
+    expect(first_loss && last_epoch_loss < 0.5 * *first_loss, "the loss to halve from the first step to the last epoch's mean");
+    expect(compilations == 3, "3 compilations, one per distinct graph");
+    return ok ? 0 : 1;
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
+  return 1;
+}
