@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "xlite/compile/compiler.hpp"
 #include "xlite/expr.hpp"
 #include "xlite/lazy.hpp"
 
@@ -35,7 +36,9 @@ std::mt19937_64& rng() {
   return g;
 }
 
-std::int64_t uniform(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng()); }
+std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
+  return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng());
+}
 
 xlite::tensor<float> random_tensor(const shape& s, double lo = -1, double hi = 1) {
   xlite::tensor<float> t(s);
@@ -122,8 +125,9 @@ std::int64_t out_size(std::int64_t in, std::int64_t k, std::int64_t s, std::int6
 
 // The definition, as a 7-deep loop; `weight_at(o, c, i, j)` reads the weight, so that a
 // test can ask what a wrong reading (a swapped kernel) would give.
-expected conv_reference(const conv_case& k, const xlite::tensor<float>& x, const xlite::tensor<float>* b,
-                        const std::function<double(std::int64_t, std::int64_t, std::int64_t, std::int64_t)>& weight_at) {
+expected
+conv_reference(const conv_case& k, const xlite::tensor<float>& x, const xlite::tensor<float>* b,
+               const std::function<double(std::int64_t, std::int64_t, std::int64_t, std::int64_t)>& weight_at) {
   const std::int64_t oh = out_size(k.h, k.kh, k.stride.h, k.padding.h, k.dilation.h);
   const std::int64_t ow = out_size(k.w, k.kw, k.stride.w, k.padding.w, k.dilation.w);
   expected e;
@@ -160,8 +164,11 @@ struct conv_run {
 };
 
 conv_run run_conv(const conv_case& k) {
-  conv_run r{random_tensor(shape{k.n, k.c, k.h, k.w}), random_tensor(shape{k.o, k.c, k.kh, k.kw}),
-             random_tensor(shape{k.o}), {}, {}};
+  conv_run r{random_tensor(shape{k.n, k.c, k.h, k.w}),
+             random_tensor(shape{k.o, k.c, k.kh, k.kw}),
+             random_tensor(shape{k.o}),
+             {},
+             {}};
   const auto bias = k.bias ? std::optional(lazy::tensor::from(r.b)) : std::nullopt;
   r.got = lazy::conv2d(lazy::tensor::from(r.x), lazy::tensor::from(r.w), bias, k.stride, k.padding, k.dilation)
               .to_host<float>();
@@ -286,22 +293,31 @@ const char* name_of(lazy::reduction r) {
 
 TEST_CASE("conv2d equals the definition's 7-deep loop", "[lazy][nn][conv2d]") {
   std::vector<conv_case> cases = {
-      {1, 1, 5, 5, 1, 3, 3},                                     // the smallest: batch 1, one channel
-      {2, 3, 7, 9, 4, 3, 3, 2, 1},                               // stride 2, padding 1, non-square input
-      {3, 2, 8, 6, 5, 5, 3, 1, 2},                               // a 5x3 kernel, padding 2
-      {2, 3, 9, 10, 2, 3, 3, 1, 2, 2},                           // dilation 2
-      {2, 4, 5, 6, 3, 1, 1},                                     // 1x1: the matmul alone
-      {2, 4, 7, 6, 3, 1, 1, 2},                                  // 1x1, stride 2
-      {2, 2, 11, 9, 3, 5, 3, {2, 1}, {2, 1}, {1, 2}},            // every setting differs between H and W
-      {1, 3, 6, 4, 2, 3, 5, 1, {0, 1}, 1, false},                // no bias, a 3x5 kernel
-      {2, 1, 4, 4, 2, 6, 6, 1, 1},                               // the kernel is the whole padded input
-      {1, 2, 5, 5, 3, 2, 2, 3, 0, 2},                            // stride larger than the kernel: skips rows
+      {1, 1, 5, 5, 1, 3, 3},                          // the smallest: batch 1, one channel
+      {2, 3, 7, 9, 4, 3, 3, 2, 1},                    // stride 2, padding 1, non-square input
+      {3, 2, 8, 6, 5, 5, 3, 1, 2},                    // a 5x3 kernel, padding 2
+      {2, 3, 9, 10, 2, 3, 3, 1, 2, 2},                // dilation 2
+      {2, 4, 5, 6, 3, 1, 1},                          // 1x1: the matmul alone
+      {2, 4, 7, 6, 3, 1, 1, 2},                       // 1x1, stride 2
+      {2, 2, 11, 9, 3, 5, 3, {2, 1}, {2, 1}, {1, 2}}, // every setting differs between H and W
+      {1, 3, 6, 4, 2, 3, 5, 1, {0, 1}, 1, false},     // no bias, a 3x5 kernel
+      {2, 1, 4, 4, 2, 6, 6, 1, 1},                    // the kernel is the whole padded input
+      {1, 2, 5, 5, 3, 2, 2, 3, 0, 2},                 // stride larger than the kernel: skips rows
   };
   for (int extra = 0; extra < 24; ++extra) { // random shapes and settings that fit
-    conv_case k{uniform(1, 3), uniform(1, 4), uniform(1, 12), uniform(1, 12), uniform(1, 5), uniform(1, 5),
-                uniform(1, 5), {uniform(1, 3), uniform(1, 3)}, {uniform(0, 2), uniform(0, 2)},
-                {uniform(1, 2), uniform(1, 2)}, uniform(0, 3) != 0};
-    if (k.h + 2 * k.padding.h >= k.dilation.h * (k.kh - 1) + 1 && k.w + 2 * k.padding.w >= k.dilation.w * (k.kw - 1) + 1) {
+    conv_case k{uniform(1, 3),
+                uniform(1, 4),
+                uniform(1, 12),
+                uniform(1, 12),
+                uniform(1, 5),
+                uniform(1, 5),
+                uniform(1, 5),
+                {uniform(1, 3), uniform(1, 3)},
+                {uniform(0, 2), uniform(0, 2)},
+                {uniform(1, 2), uniform(1, 2)},
+                uniform(0, 3) != 0};
+    if (k.h + 2 * k.padding.h >= k.dilation.h * (k.kh - 1) + 1 &&
+        k.w + 2 * k.padding.w >= k.dilation.w * (k.kw - 1) + 1) {
       cases.push_back(k);
     }
   }
@@ -326,14 +342,14 @@ TEST_CASE("conv2d's check would catch a swapped kernel or a transposed weight", 
     const auto at = [&](auto o, auto c, auto i, auto j) {
       return static_cast<double>(w.data()[((o * k.c + c) * k.kh + i) * k.kw + j]);
     };
-    const expected swapped_kernel = conv_reference(k, r.x, k.bias ? &r.b : nullptr,
-                                                   [&](auto o, auto c, auto i, auto j) { return at(o, c, j, i); });
-    const expected transposed_weight = conv_reference(k, r.x, k.bias ? &r.b : nullptr,
-                                                      [&](auto o, auto c, auto i, auto j) { return at(c, o, i, j); });
-    const expected flipped_kernel = conv_reference(k, r.x, k.bias ? &r.b : nullptr, [&](auto o, auto c, auto i,
-                                                                                               auto j) {
-      return at(o, c, k.kh - 1 - i, k.kw - 1 - j); // a true convolution, not torch's cross-correlation
-    });
+    const expected swapped_kernel =
+        conv_reference(k, r.x, k.bias ? &r.b : nullptr, [&](auto o, auto c, auto i, auto j) { return at(o, c, j, i); });
+    const expected transposed_weight =
+        conv_reference(k, r.x, k.bias ? &r.b : nullptr, [&](auto o, auto c, auto i, auto j) { return at(c, o, i, j); });
+    const expected flipped_kernel =
+        conv_reference(k, r.x, k.bias ? &r.b : nullptr, [&](auto o, auto c, auto i, auto j) {
+          return at(o, c, k.kh - 1 - i, k.kw - 1 - j); // a true convolution, not torch's cross-correlation
+        });
     CHECK_FALSE(matches(r.got, swapped_kernel));
     CHECK_FALSE(matches(r.got, transposed_weight));
     CHECK_FALSE(matches(r.got, flipped_kernel));
@@ -356,27 +372,52 @@ TEST_CASE("conv2d lowers to one matmul over the KH*KW taps of one padded input",
   CHECK(count_ops(pointwise, op::slice) + count_ops(pointwise, op::pad) + count_ops(pointwise, op::concat) == 0);
 }
 
+TEST_CASE("the biases of conv2d and linear run as their GEMM's epilogue", "[lazy][nn]") {
+  // An epilogue needs its other inputs ready before the matmul: the bias must come first.
+  const auto epilogues = [](const lazy::tensor& t) {
+    const auto exe = compile::compile_graph(graph_of(t));
+    return std::ranges::count_if(exe->kernels, [](const compile::kernel& k) { return k.group.matmul_epilogue; });
+  };
+  const auto x = lazy::tensor::from(random_tensor(shape{2, 3, 8, 8}));
+  const auto b = lazy::tensor::from(random_tensor(shape{4}));
+  CHECK(epilogues(lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 3, 3})), b, 1, 1)) == 1);
+  CHECK(epilogues(lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 3, 3})), b * 2.0f)) == 1);
+  const auto v = lazy::tensor::from(random_tensor(shape{5, 3}));
+  CHECK(epilogues(lazy::linear(v, lazy::tensor::from(random_tensor(shape{4, 3})), b)) == 1);
+  CHECK(epilogues(lazy::linear(v, lazy::tensor::from(random_tensor(shape{4, 3})), b * 2.0f)) == 1);
+}
+
 TEST_CASE("conv2d's errors name conv2d and the shapes", "[lazy][nn][conv2d][errors]") {
   const auto x = lazy::tensor::from(random_tensor(shape{2, 3, 5, 5}));
   const auto w = lazy::tensor::from(random_tensor(shape{4, 3, 3, 3}));
   using Catch::Contains;
 
-  CHECK_THAT(thrown<shape_error>([&] { lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 2, 3, 3}))); }),
+  CHECK_THAT(thrown<shape_error>([&] {
+               lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 2, 3, 3})));
+             }),
              Contains("conv2d") && Contains("(2, 3, 5, 5)") && Contains("(4, 2, 3, 3)") && Contains("channels"));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 6, 3}))); }),
+  CHECK_THAT(thrown<shape_error>([&] {
+               lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 6, 3})));
+             }),
              Contains("conv2d") && Contains("kernel (6, 3)") && Contains("(5, 5)"));
   CHECK_THAT(thrown<shape_error>([&] { lazy::conv2d(x, w, std::nullopt, 1, 0, 3); }), // dilated span 7 > 5
              Contains("conv2d") && Contains("dilation (3, 3)"));
   CHECK_NOTHROW(lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 6, 3})), std::nullopt, 1, 1));
-  CHECK_THAT(thrown<value_error>([&] { lazy::conv2d(x, w, std::nullopt, {1, 0}); }),
+  CHECK_THAT(thrown<value_error>([&] {
+               lazy::conv2d(x, w, std::nullopt, {1, 0});
+             }),
              Contains("conv2d") && Contains("stride (1, 0)"));
   CHECK_THAT(thrown<value_error>([&] { lazy::conv2d(x, w, std::nullopt, 1, -1); }),
              Contains("conv2d") && Contains("padding"));
   CHECK_THAT(thrown<value_error>([&] { lazy::conv2d(x, w, std::nullopt, 1, 0, 0); }),
              Contains("conv2d") && Contains("dilation"));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::conv2d(lazy::tensor::from(random_tensor(shape{3, 5, 5})), w); }),
+  CHECK_THAT(thrown<shape_error>([&] {
+               lazy::conv2d(lazy::tensor::from(random_tensor(shape{3, 5, 5})), w);
+             }),
              Contains("conv2d") && Contains("(3, 5, 5)"));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 3}))); }),
+  CHECK_THAT(thrown<shape_error>([&] {
+               lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 3})));
+             }),
              Contains("conv2d") && Contains("(4, 3, 3)"));
   CHECK_THAT(thrown<shape_error>([&] { lazy::conv2d(x, w, lazy::tensor::from(random_tensor(shape{3}))); }),
              Contains("conv2d") && Contains("bias") && Contains("(3,)"));
@@ -404,8 +445,13 @@ TEST_CASE("max_pool2d and avg_pool2d equal their definitions", "[lazy][nn][pooli
   };
   for (int extra = 0; extra < 20; ++extra) {
     const lazy::size2 kernel{uniform(1, 4), uniform(1, 4)};
-    pool_case k{uniform(1, 3), uniform(1, 3), uniform(1, 11), uniform(1, 11), kernel,
-                {uniform(1, 3), uniform(1, 3)}, {uniform(0, kernel.h / 2), uniform(0, kernel.w / 2)}};
+    pool_case k{uniform(1, 3),
+                uniform(1, 3),
+                uniform(1, 11),
+                uniform(1, 11),
+                kernel,
+                {uniform(1, 3), uniform(1, 3)},
+                {uniform(0, kernel.h / 2), uniform(0, kernel.w / 2)}};
     if (extra % 4 == 0) { // more of the tiled path
       k.stride = k.kernel;
       k.padding = 0;
@@ -437,8 +483,7 @@ TEST_CASE("pooling's stride defaults to the kernel, and NaN propagates on both p
   CHECK(std::isnan(lazy::max_pool2d(x, 2).to_host<float>().data()[0]));
 }
 
-TEST_CASE("max_pool2d reduces tiling windows with one amax, others with maximum over the taps",
-          "[lazy][nn][pooling]") {
+TEST_CASE("max_pool2d reduces tiling windows with one amax, others with maximum over the taps", "[lazy][nn][pooling]") {
   const auto x = lazy::tensor::from(random_tensor(shape{2, 3, 8, 7}));
   const ir::graph tiled = graph_of(lazy::max_pool2d(x, 2));
   CHECK(count_ops(tiled, op::max) == 1);
@@ -468,7 +513,9 @@ TEST_CASE("pooling's errors name the op and the shapes", "[lazy][nn][pooling][er
     CHECK_THAT(thrown<shape_error>([&] { pool(x, 5, 1, 0); }),
                Contains(op_name) && Contains("kernel (5, 5)") && Contains("(2, 3, 5, 4)"));
     CHECK_NOTHROW(pool(x, 5, 1, 1)); // the padded input (7, 6) holds it
-    CHECK_THAT(thrown<shape_error>([&] { pool(lazy::tensor::from(random_tensor(shape{3, 5, 4})), 2, 2, 0); }),
+    CHECK_THAT(thrown<shape_error>([&] {
+                 pool(lazy::tensor::from(random_tensor(shape{3, 5, 4})), 2, 2, 0);
+               }),
                Contains(op_name) && Contains("(3, 5, 4)"));
     CHECK_THAT(thrown<dtype_error>([&] { pool(lazy::cast(x, dtype::i64), 2, 2, 0); }),
                Contains(op_name) && Contains("int64"));
@@ -477,8 +524,7 @@ TEST_CASE("pooling's errors name the op and the shapes", "[lazy][nn][pooling][er
 
 // ===== losses and linear =============================================================================
 
-TEST_CASE("cross_entropy equals log-sum-exp in double, for each reduction and label smoothing",
-          "[lazy][nn][losses]") {
+TEST_CASE("cross_entropy equals log-sum-exp in double, for each reduction and label smoothing", "[lazy][nn][losses]") {
   for (int trial = 0; trial < 12; ++trial) {
     const std::int64_t n = trial == 0 ? 1 : uniform(1, 9);
     const std::int64_t classes = trial == 1 ? 1 : uniform(2, 12);
@@ -486,7 +532,8 @@ TEST_CASE("cross_entropy equals log-sum-exp in double, for each reduction and la
     const auto logits_host = random_tensor(shape{n, classes}, -scale, scale);
     std::vector<std::int64_t> targets(static_cast<std::size_t>(n));
     xlite::tensor<std::int64_t> targets_host(shape{n});
-    for (std::int64_t i = 0; i < n; ++i) targets_host.data()[i] = targets[static_cast<std::size_t>(i)] = uniform(0, classes - 1);
+    for (std::int64_t i = 0; i < n; ++i)
+      targets_host.data()[i] = targets[static_cast<std::size_t>(i)] = uniform(0, classes - 1);
     const auto logits = lazy::tensor::from(logits_host);
     const auto target = lazy::tensor::from(targets_host);
     for (const double smoothing : {0.0, 0.1, 1.0}) {
@@ -579,7 +626,9 @@ TEST_CASE("the losses' and linear's errors name the op and the shapes", "[lazy][
   using Catch::Contains;
   const auto logits = lazy::tensor::from(random_tensor(shape{4, 3}));
   const auto targets = lazy::tensor::from(xlite::tensor<std::int64_t>({0, 1, 2, 1}));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::cross_entropy(logits, lazy::tensor::from(xlite::tensor<std::int64_t>({0, 1}))); }),
+  CHECK_THAT(thrown<shape_error>([&] {
+               lazy::cross_entropy(logits, lazy::tensor::from(xlite::tensor<std::int64_t>({0, 1})));
+             }),
              Contains("cross_entropy") && Contains("(2,)") && Contains("(4, 3)"));
   CHECK_THAT(thrown<shape_error>([&] { lazy::cross_entropy(lazy::reshape(logits, shape{12}), targets); }),
              Contains("cross_entropy") && Contains("(12,)"));
@@ -592,7 +641,9 @@ TEST_CASE("the losses' and linear's errors name the op and the shapes", "[lazy][
   CHECK_THAT(thrown<value_error>([&] { lazy::cross_entropy(logits, targets, lazy::reduction::mean, -0.1); }),
              Contains("label_smoothing"));
 
-  CHECK_THAT(thrown<shape_error>([&] { lazy::mse_loss(logits, lazy::tensor::from(random_tensor(shape{4, 1}))); }),
+  CHECK_THAT(thrown<shape_error>([&] {
+               lazy::mse_loss(logits, lazy::tensor::from(random_tensor(shape{4, 1})));
+             }),
              Contains("mse_loss") && Contains("(4, 3)") && Contains("(4, 1)"));
   CHECK_THAT(thrown<dtype_error>([&] { lazy::mse_loss(logits, lazy::cast(logits, dtype::f64)); }),
              Contains("mse_loss") && Contains("float64"));

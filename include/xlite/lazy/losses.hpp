@@ -45,12 +45,11 @@ inline tensor cross_entropy(const tensor& logits, const tensor& targets, reducti
                             double label_smoothing = 0.0) {
   detail::common_device("cross_entropy", {&logits, &targets});
   if (logits.shape().rank() != 2) {
-    throw shape_error(xlite::detail::message("cross_entropy: logits of shape ", logits.shape(),
-                                             " are not 2-D (N, C)"));
+    throw shape_error(xlite::detail::message("cross_entropy: logits of shape ", logits.shape(), " are not 2-D (N, C)"));
   }
   if (!is_floating_point(logits.type())) {
-    throw dtype_error(xlite::detail::message("cross_entropy: logits must be floating point, got ",
-                                             name(logits.type())));
+    throw dtype_error(
+        xlite::detail::message("cross_entropy: logits must be floating point, got ", name(logits.type())));
   }
   if (category(targets.type()) != dtype_category::integral) {
     throw dtype_error(xlite::detail::message("cross_entropy: targets must be class indices of an integer dtype, got ",
@@ -63,10 +62,11 @@ inline tensor cross_entropy(const tensor& logits, const tensor& targets, reducti
                                              logits.shape()[0], ",)"));
   }
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0)) {
-    throw value_error(xlite::detail::message("cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing));
+    throw value_error(
+        xlite::detail::message("cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing));
   }
-  if (classes < 1) throw shape_error(xlite::detail::message("cross_entropy: logits of shape ", logits.shape(),
-                                                            " have no classes"));
+  if (classes < 1)
+    throw shape_error(xlite::detail::message("cross_entropy: logits of shape ", logits.shape(), " have no classes"));
   tensor q = one_hot(targets, classes, logits.type());
   if (label_smoothing > 0.0) q = q * (1.0 - label_smoothing) + label_smoothing / static_cast<double>(classes);
   return detail::reduce_loss(-sum(q * log_softmax(logits, 1), {1}), r);
@@ -96,7 +96,8 @@ inline tensor linear(const tensor& x, const tensor& weight, const std::optional<
   detail::common_device("linear", {&x, &weight});
   const shape &xs = x.shape(), &ws = weight.shape();
   if (ws.rank() != 2) {
-    throw shape_error(xlite::detail::message("linear: weight of shape ", ws, " is not 2-D (out_features, in_features)"));
+    throw shape_error(
+        xlite::detail::message("linear: weight of shape ", ws, " is not 2-D (out_features, in_features)"));
   }
   if (xs.rank() < 1 || xs[xs.rank() - 1] != ws[1]) {
     throw shape_error(xlite::detail::message("linear: input of shape ", xs, " does not fit weight of shape ", ws,
@@ -109,8 +110,8 @@ inline tensor linear(const tensor& x, const tensor& weight, const std::optional<
   if (bias) {
     detail::common_device("linear", {&x, &*bias});
     if (bias->shape() != shape{ws[0]}) {
-      throw shape_error(xlite::detail::message("linear: bias of shape ", bias->shape(), " does not match weight of shape ",
-                                               ws, ": need (", ws[0], ",)"));
+      throw shape_error(xlite::detail::message("linear: bias of shape ", bias->shape(),
+                                               " does not match weight of shape ", ws, ": need (", ws[0], ",)"));
     }
     if (bias->type() != x.type()) {
       throw dtype_error(xlite::detail::message("linear: bias is ", name(bias->type()), ", input is ", name(x.type())));
@@ -119,7 +120,7 @@ inline tensor linear(const tensor& x, const tensor& weight, const std::optional<
   std::int64_t rows = 1;
   for (std::size_t a = 0; a + 1 < xs.rank(); ++a) rows *= xs[a];
   tensor y = matmul(reshape(x, shape{rows, ws[1]}), transpose(weight));
-  if (bias) y = y + *bias;
+  if (bias) y = *bias + y; // the bias first, so that a computed bias is ready for the epilogue
   std::vector<std::int64_t> dims(xs.begin(), xs.end());
   dims.back() = ws[0];
   return reshape(y, shape(dims));

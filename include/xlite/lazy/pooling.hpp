@@ -50,8 +50,8 @@ inline pool_geometry pool_windows(const char* op_name, const tensor& x, size2 ke
   require_positive(op_name, "kernel", kernel);
   require_positive(op_name, "stride", stride);
   if (padding.h < 0 || padding.w < 0 || 2 * padding.h > kernel.h || 2 * padding.w > kernel.w) {
-    throw value_error(xlite::detail::message(op_name, ": padding ", padding, " must be between 0 and half the kernel ",
-                                             kernel));
+    throw value_error(
+        xlite::detail::message(op_name, ": padding ", padding, " must be between 0 and half the kernel ", kernel));
   }
   const shape& s = x.shape();
   const size2 out{window_count(s[2], kernel.h, stride.h, padding.h, 1),
