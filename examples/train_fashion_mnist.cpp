@@ -32,9 +32,10 @@
 #include <xlite/lazy.hpp>
 #include <xlite/optim.hpp>
 
+#include "fashion_mnist_models.hpp"
+
 namespace lazy = xlite::lazy;
 using xlite::shape;
-using parameters = std::vector<lazy::tensor>;
 
 namespace {
 
@@ -103,56 +104,6 @@ options parse(int argc, char** argv) {
   return o;
 }
 
-// ---- the models: parameters on the device and a forward function ------------------------
-
-// PyTorch's default initialisation of Linear and Conv2d: uniform in +-1/sqrt(fan_in).
-lazy::tensor initial(const shape& s, std::int64_t fan_in) {
-  const double bound = 1 / std::sqrt(static_cast<double>(fan_in));
-  return lazy::rand_uniform(s, -bound, bound);
-}
-
-struct model {
-  parameters params;
-  std::function<lazy::tensor(const parameters&, const lazy::tensor&)> forward; // images (B, 28, 28) -> logits (B, 10)
-};
-
-// 784-256-128-10 with ReLU. Weights are (in, out), so a layer is x @ w + b with no transpose.
-model mlp() {
-  const std::int64_t sizes[] = {784, 256, 128, 10};
-  model m;
-  for (int layer = 0; layer < 3; ++layer) {
-    m.params.push_back(initial(shape{sizes[layer], sizes[layer + 1]}, sizes[layer]));
-    m.params.push_back(initial(shape{sizes[layer + 1]}, sizes[layer]));
-  }
-  m.forward = [](const parameters& p, const lazy::tensor& images) {
-    lazy::tensor h = lazy::reshape(images, {-1, 784});
-    for (std::size_t layer = 0; layer < 3; ++layer) {
-      h = lazy::matmul(h, p[2 * layer]) + p[2 * layer + 1];
-      if (layer < 2) h = lazy::relu(h);
-    }
-    return h;
-  };
-  return m;
-}
-
-// Two 3x3 convolutions (16 and 32 channels), each with ReLU and 2x2 max pooling, then
-// 1568-128-10.
-model cnn() {
-  model m;
-  m.params = {initial(shape{16, 1, 3, 3}, 9),        initial(shape{16}, 9),
-              initial(shape{32, 16, 3, 3}, 16 * 9),  initial(shape{32}, 16 * 9),
-              initial(shape{32 * 7 * 7, 128}, 1568), initial(shape{128}, 1568),
-              initial(shape{128, 10}, 128),          initial(shape{10}, 128)};
-  m.forward = [](const parameters& p, const lazy::tensor& images) {
-    lazy::tensor h = lazy::reshape(images, {-1, 1, 28, 28});
-    h = lazy::max_pool2d(lazy::relu(lazy::conv2d(h, p[0], p[1], 1, 1)), 2);
-    h = lazy::max_pool2d(lazy::relu(lazy::conv2d(h, p[2], p[3], 1, 1)), 2);
-    h = lazy::relu(lazy::matmul(lazy::reshape(h, {-1, 32 * 7 * 7}), p[4]) + p[5]);
-    return lazy::matmul(h, p[6]) + p[7];
-  };
-  return m;
-}
-
 // ---- reporting --------------------------------------------------------------------------------
 
 // Loss and correct answers per step, kept on the device and read only when printed: a read
@@ -207,7 +158,7 @@ int main(int argc, char** argv) try {
   for (auto* images : {&train.images, &test.images}) *images = (*images - 0.2860f) / 0.3530f;
 
   lazy::set_rng_state(opt.seed);
-  model m = opt.model == "mlp" ? mlp() : cnn();
+  fashion_mnist::model m = opt.model == "mlp" ? fashion_mnist::mlp() : fashion_mnist::cnn();
   const std::int64_t steps_per_epoch = 60000 / opt.batch_size;
   const std::int64_t total_steps = opt.steps ? std::min(opt.steps, opt.epochs * steps_per_epoch) : opt.epochs * steps_per_epoch;
   xlite::optim::adam optimizer(m.params, {.lr = opt.lr});
