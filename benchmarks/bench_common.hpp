@@ -40,12 +40,14 @@ void register_xlite_thread_pool();
 void register_xlite_expressions();
 void register_xlite_gemm();
 void register_xlite_lazy();
+void register_xlite_training();
 void register_xsimd();
 void register_xtensor();
 void register_eigen();
 void register_openblas();
 void register_onednn();
 void register_torch();
+void register_torch_training();
 
 // The thread counts every multi-threaded case runs with: one core, then two, so the
 // table shows both the single-thread rate and how it scales.

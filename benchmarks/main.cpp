@@ -38,6 +38,7 @@ std::string register_peers() {
 #endif
 #ifdef XLITE_BENCH_HAVE_TORCH
   xlite::bench::register_torch();
+  xlite::bench::register_torch_training();
   peers += " torch";
 #endif
   return peers.empty() ? "none" : peers.substr(1);
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   xlite::bench::register_xlite_expressions();
   xlite::bench::register_xlite_gemm();
   xlite::bench::register_xlite_lazy();
+  xlite::bench::register_xlite_training();
   benchmark::AddCustomContext("peers", register_peers());
   benchmark::AddCustomContext("xlite_isa", std::string(xlite::name(xlite::active_isa())));
   benchmark::RunSpecifiedBenchmarks();
