@@ -3,7 +3,8 @@
 // Buffer planning: which memory each kernel's result goes to. A value's buffer is free once
 // the last kernel reading it has run, and a later result of the same byte size takes it
 // over; an element-wise kernel writes in place over an input of its own dtype and shape
-// that dies with it (each chunk is read before the same chunk is written). The graph's
+// that dies with it (each chunk is read before the same chunk is written), and a reshape
+// of a value that dies with it takes the value's memory as it is, with no copy. The graph's
 // outputs get buffers of their own, since they outlive the run; parameters are the caller's and are never written.
 
 #include <algorithm>
@@ -24,7 +25,7 @@ struct buffer_plan {
   std::vector<std::size_t> slot_of;      // by value id: a kernel root's slot, no_slot otherwise
   std::vector<std::int64_t> slot_bytes;  // by slot
   std::vector<bool> slot_is_output;      // outputs' slots are handed to the caller
-  std::size_t in_place_count = 0;        // results written over a dying input
+  std::size_t in_place_count = 0;        // results written over a dying input (or reshaped in place)
 };
 
 inline std::int64_t byte_size(const ir::instruction& ins) {
@@ -68,6 +69,11 @@ inline buffer_plan plan_buffers(const ir::graph& g, const fusion_plan& fusion) {
           break;
         }
       }
+    } else if (root.code == op::reshape && !is_output[kernel.root]) {
+      // A reshape of a value that dies with it is that value's memory under a new shape:
+      // nothing is copied.
+      const ir::value_id input = root.operands[0];
+      if (reusable(input) && last_use[input] == k && !read_by_running_matmul(input)) taken_over = input;
     }
     if (taken_over != kernel.root) {
       plan.slot_of[kernel.root] = plan.slot_of[taken_over];

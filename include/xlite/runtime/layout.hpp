@@ -142,7 +142,7 @@ inline void run_layout(const ir::instruction& ins, std::span<const buffer* const
     const detail::strides_t out_strides = detail::row_major_strides(out.shape());
     switch (ins.code) {
     case op::reshape:
-      std::memcpy(dst, src, static_cast<std::size_t>(out.byte_size()));
+      if (dst != src) std::memcpy(dst, src, static_cast<std::size_t>(out.byte_size())); // else planned in place
       break;
     case op::permute: {
       detail::strides_t strides{};
