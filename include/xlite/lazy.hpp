@@ -13,4 +13,5 @@
 #include "xlite/lazy/random.hpp"
 #include "xlite/lazy/step.hpp"
 #include "xlite/lazy/tensor.hpp"
+#include "xlite/lazy/unfold.hpp"
 #include "xlite/ir/print.hpp"

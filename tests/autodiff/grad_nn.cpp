@@ -1,5 +1,5 @@
-// The gradients of the neural-network ops (composites of the op set, differentiated
-// through their parts) against central finite differences in float64.
+// The gradients of the neural-network ops (composites of the op set and the window ops,
+// differentiated through their parts) against central finite differences in float64.
 
 #include "gradient_check.hpp"
 
@@ -38,6 +38,23 @@ TEST_CASE("grad of max_pool2d and avg_pool2d, tiled and overlapping", "[autodiff
   check("avg_pool2d 2x2", [](const L& t) { return lazy::avg_pool2d(t, 2); }, x);
   check("avg_pool2d 3x2 stride 1 padding 1, excluding padding",
         [](const L& t) { return lazy::avg_pool2d(t, {3, 2}, 1, 1, false); }, x);
+}
+
+TEST_CASE("grad of unfold and fold, and of max pooling's gradient in its output gradient", "[autodiff][nn]") {
+  const host x = random_host(shape{2, 2, 6, 5});
+  check("unfold 3x2 stride (2, 1) padding 1 dilation (1, 2)", [](const L& t) { return lazy::unfold(t, {3, 2}, {1, 2}, 1, {2, 1}); },
+        x);
+  check("fold", [](const L& t) { return lazy::fold(t, {6, 5}, 3, 1, 1, 2); }, random_host(shape{2, 2 * 9, 9}));
+  // max_pool2d's gradient is linear in the output gradient g: its gradient in g is the
+  // selection again (scatter_window_max's rule), in x zero almost everywhere.
+  const host distinct = [] {
+    host t = random_host(shape{1, 2, 6, 6}, 0, 1);
+    for (std::int64_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<double>((i * 37) % t.size()) / static_cast<double>(t.size());
+    return t;
+  }();
+  check("grad of max_pool2d 3x3 stride 2 padding 1",
+        [](const V& t) { return xlite::grad(lazy::max_pool2d(t[0], 3, 2, 1), {t[0]}, t[1])[0]; },
+        {distinct, random_host(shape{1, 2, 3, 3})});
 }
 
 TEST_CASE("grad of the losses and of linear", "[autodiff][nn]") {

@@ -356,20 +356,18 @@ TEST_CASE("conv2d's check would catch a swapped kernel or a transposed weight", 
   }
 }
 
-TEST_CASE("conv2d lowers to one matmul over the KH*KW taps of one padded input", "[lazy][nn][conv2d]") {
+TEST_CASE("conv2d lowers to one unfold and one matmul", "[lazy][nn][conv2d]") {
   const auto x = lazy::tensor::from(random_tensor(shape{2, 3, 8, 8}));
   const auto b = lazy::tensor::from(random_tensor(shape{4}));
 
   const ir::graph g = graph_of(lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 5, 3})), b, 2, 1));
+  CHECK(count_ops(g, op::unfold) == 1);
   CHECK(count_ops(g, op::matmul) == 1);
-  CHECK(count_ops(g, op::pad) == 1);
-  CHECK(count_ops(g, op::slice) == 15);
-  CHECK(count_ops(g, op::concat) == 1);
   CHECK(count_ops(g, op::permute) == 0); // the batched layout needs no transposition
 
   const ir::graph pointwise = graph_of(lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 1, 1}))));
   CHECK(count_ops(pointwise, op::matmul) == 1);
-  CHECK(count_ops(pointwise, op::slice) + count_ops(pointwise, op::pad) + count_ops(pointwise, op::concat) == 0);
+  CHECK(count_ops(pointwise, op::unfold) == 0); // a 1x1 kernel's patches are the input reshaped
 }
 
 TEST_CASE("the biases of conv2d and linear run as their GEMM's epilogue", "[lazy][nn]") {
@@ -431,7 +429,7 @@ TEST_CASE("conv2d's errors name conv2d and the shapes", "[lazy][nn][conv2d][erro
 
 TEST_CASE("max_pool2d and avg_pool2d equal their definitions", "[lazy][nn][pooling]") {
   std::vector<pool_case> cases = {
-      {2, 3, 8, 6, 2, 2},              // windows that tile the input: the reshape path
+      {2, 3, 8, 6, 2, 2},              // windows that tile the input
       {1, 2, 7, 9, 2, 2},              // odd sizes: floor mode drops the last row and column
       {2, 1, 9, 8, {3, 2}, {3, 2}},    // tiling with a 3x2 kernel
       {2, 2, 7, 7, 3, 2, 1},           // overlapping 3x3, stride 2, padding 1
@@ -441,7 +439,7 @@ TEST_CASE("max_pool2d and avg_pool2d equal their definitions", "[lazy][nn][pooli
       {2, 1, 8, 7, 2, 3},              // stride larger than the kernel: gaps
       {1, 2, 5, 6, 1, 2},              // a 1x1 kernel with stride 2
       {1, 1, 3, 3, 3, 3, 1},           // padded and one window per axis
-      {2, 2, 6, 6, 2, 2, 1},           // stride == kernel with padding: not the reshape path
+      {2, 2, 6, 6, 2, 2, 1},           // stride == kernel with padding
   };
   for (int extra = 0; extra < 20; ++extra) {
     const lazy::size2 kernel{uniform(1, 4), uniform(1, 4)};
@@ -452,7 +450,7 @@ TEST_CASE("max_pool2d and avg_pool2d equal their definitions", "[lazy][nn][pooli
                 kernel,
                 {uniform(1, 3), uniform(1, 3)},
                 {uniform(0, kernel.h / 2), uniform(0, kernel.w / 2)}};
-    if (extra % 4 == 0) { // more of the tiled path
+    if (extra % 4 == 0) { // more tiling windows, max pooling's usual case
       k.stride = k.kernel;
       k.padding = 0;
     }
@@ -471,7 +469,7 @@ TEST_CASE("max_pool2d and avg_pool2d equal their definitions", "[lazy][nn][pooli
   }
 }
 
-TEST_CASE("pooling's stride defaults to the kernel, and NaN propagates on both paths", "[lazy][nn][pooling]") {
+TEST_CASE("pooling's stride defaults to the kernel, and NaN propagates", "[lazy][nn][pooling]") {
   auto host = random_tensor(shape{1, 2, 6, 6});
   host.data()[7] = std::numeric_limits<float>::quiet_NaN(); // channel 0, row 1, column 1
   const auto x = lazy::tensor::from(host);
@@ -483,18 +481,15 @@ TEST_CASE("pooling's stride defaults to the kernel, and NaN propagates on both p
   CHECK(std::isnan(lazy::max_pool2d(x, 2).to_host<float>().data()[0]));
 }
 
-TEST_CASE("max_pool2d reduces tiling windows with one amax, others with maximum over the taps", "[lazy][nn][pooling]") {
+TEST_CASE("max_pool2d is one window op, avg_pool2d an unfold and a sum", "[lazy][nn][pooling]") {
   const auto x = lazy::tensor::from(random_tensor(shape{2, 3, 8, 7}));
-  const ir::graph tiled = graph_of(lazy::max_pool2d(x, 2));
-  CHECK(count_ops(tiled, op::max) == 1);
-  CHECK(count_ops(tiled, op::maximum) == 0);
-  CHECK(count_ops(tiled, op::slice) == 1); // the crop of the 7th column
-
-  const ir::graph overlapping = graph_of(lazy::max_pool2d(x, 3, 2, 1));
-  CHECK(count_ops(overlapping, op::max) == 0);
-  CHECK(count_ops(overlapping, op::maximum) == 8);
-  CHECK(count_ops(overlapping, op::slice) == 9);
-  CHECK(count_ops(overlapping, op::pad) == 1);
+  for (const ir::graph& g : {graph_of(lazy::max_pool2d(x, 2)), graph_of(lazy::max_pool2d(x, 3, 2, 1))}) {
+    CHECK(g.instructions.size() == 2); // the parameter and select_window_max
+    CHECK(count_ops(g, op::select_window_max) == 1);
+  }
+  const ir::graph avg = graph_of(lazy::avg_pool2d(x, 3, 2, 1));
+  CHECK(count_ops(avg, op::unfold) == 1);
+  CHECK(count_ops(avg, op::sum) == 1);
 }
 
 TEST_CASE("pooling's errors name the op and the shapes", "[lazy][nn][pooling][errors]") {

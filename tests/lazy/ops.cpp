@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -290,6 +291,46 @@ TEST_CASE("batched matmul with broadcast batches equals a double loop", "[lazy][
   for (std::int64_t i = 0; i < 4; ++i) CHECK(rows.data()[i] == Approx(1.0f).epsilon(1e-6));
   const auto diff = lazy::amax(lazy::abs(lazy::exp(lazy::log_softmax(logits)) - lazy::softmax(logits)));
   CHECK(diff.item<float>() < 1e-6f);
+}
+
+TEST_CASE("matmul reads a transposed operand in place, with the transposed product's values", "[lazy][ops]") {
+  // a^T (stored (.., k, m)) times b or b^T (stored (.., n, k)): the transpose becomes the
+  // matmul's flag, no permute runs, and the values are the double loop's. float and bfloat16
+  // take the GEMM, int32 the plain loop.
+  const std::int64_t m = 19, k = 37, n = 11;
+  for (const dtype type : {dtype::f32, dtype::bf16, dtype::i32}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        const shape sa = ta ? shape{3, k, m} : shape{3, m, k}, sb = tb ? shape{n, k} : shape{k, n};
+        const auto a = random_tensor<float>(sa, -4, 4), b = random_tensor<float>(sb, -4, 4);
+        const auto la = lazy::cast(lazy::tensor::from(a), type), lb = lazy::cast(lazy::tensor::from(b), type);
+        const auto product = lazy::matmul(ta ? lazy::transpose(la) : la, tb ? lazy::transpose(lb) : lb);
+        const ir::node_ptr outputs[] = {product.node()};
+        const ir::graph g = ir::capture(outputs).program;
+        CHECK(std::ranges::none_of(g.instructions, [](const ir::instruction& i) { return i.code == op::permute; }));
+        const auto got = lazy::cast(product, dtype::f64).to_host<double>();
+        // The operands as the product reads them (bf16 and int32 round or truncate a and b).
+        const auto ra = lazy::cast(la, dtype::f64).to_host<double>(), rb = lazy::cast(lb, dtype::f64).to_host<double>();
+        INFO(name(type) << (ta ? " a^T" : " a") << (tb ? " b^T" : " b"));
+        for (std::int64_t p = 0; p < 3; ++p) {
+          for (std::int64_t i = 0; i < m; ++i) {
+            for (std::int64_t j = 0; j < n; ++j) {
+              double ref = 0, magnitude = 0;
+              for (std::int64_t q = 0; q < k; ++q) {
+                const double x = ra.data()[p * m * k + (ta ? q * m + i : i * k + q)];
+                const double y = rb.data()[tb ? j * k + q : q * n + j];
+                ref += x * y;
+                magnitude += std::abs(x * y);
+              }
+              // float sums of k terms (bf16 results rounded once more); int32 exact.
+              const double bound = type == dtype::i32 ? 0 : type == dtype::bf16 ? 0x1p-8 * magnitude : 1e-5 * magnitude;
+              CHECK(std::abs(got.data()[(p * m + i) * n + j] - ref) <= bound);
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("an element-wise epilogue fused into a matmul gives the unfused result bitwise", "[lazy][ops]") {

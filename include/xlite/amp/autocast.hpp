@@ -10,7 +10,9 @@
 //   keeps_fp32 ops    operands cast to float32, result float32 (t when t is wider)
 //   other arithmetic  operands cast to s, result s (comparisons: bool, as declared)
 //   cast              to storage(target)
-//   layout ops        move their operand in whatever dtype it has
+//   layout ops        move their operand in whatever dtype it has (window ops too)
+//   unfold            bf16 when only matmuls read it (a convolution's patches), so the
+//                     cast runs on its input, KH*KW times smaller than the patches
 //   constants         s; parameters, iota, random draws: as declared
 //   control flow      operands and results as declared; bodies as traced
 // Casts are made once per value and dtype; the later passes fuse them into their kernels.
@@ -30,7 +32,14 @@ namespace detail {
 
 class rewriter {
 public:
-  rewriter(const ir::graph& source, policy p) : source_(source), policy_(p), value_(source.instructions.size()) {}
+  rewriter(const ir::graph& source, policy p)
+      : source_(source), policy_(p), value_(source.instructions.size()),
+        only_matmuls_read_(source.instructions.size(), true) {
+    for (const ir::instruction& ins : source.instructions) {
+      for (const ir::value_id v : ins.operands) only_matmuls_read_[v] = only_matmuls_read_[v] && ins.code == op::matmul;
+    }
+    for (const ir::value_id out : source.outputs) only_matmuls_read_[out] = false;
+  }
 
   ir::graph run() {
     for (std::size_t i = 0; i < source_.instructions.size(); ++i) value_[i] = rewrite(source_.instructions[i]);
@@ -40,6 +49,9 @@ public:
   }
 
 private:
+  ir::value_id source_id(const ir::instruction& ins) const {
+    return static_cast<ir::value_id>(&ins - source_.instructions.data());
+  }
   dtype declared(ir::value_id v) const { return source_.instructions[v].type; }
   dtype actual(ir::value_id v) const { return result_.instructions[value_[v]].type; }
 
@@ -71,6 +83,10 @@ private:
     if (ins.code == op::matmul && (ins.type == dtype::f32 || lowered)) {
       operands_as(dtype::bf16);
       out.type = dtype::f32;
+    } else if (ins.code == op::unfold && (ins.type == dtype::f32 || lowered) && only_matmuls_read_[source_id(ins)]) {
+      // A convolution's patches: cast its input, not the KH*KW times larger patches.
+      operands_as(dtype::bf16);
+      out.type = dtype::bf16;
     } else if (i.kind == op_kind::elementwise && ins.code != op::cast) {
       const ir::value_id data = ins.operands.back(); // where's operand 0 is its condition
       const dtype compute = declared(data);
@@ -86,7 +102,7 @@ private:
       const bool to_fp32 = policy::keeps_fp32(ins.code) && lowered;
       out.type = to_fp32 ? dtype::f32 : policy_.storage(ins.type);
       operands_as(out.type);
-    } else if (i.kind == op_kind::layout) {
+    } else if (i.kind == op_kind::layout || i.kind == op_kind::window) {
       // Data operands first (concat's parts share one dtype), then gather's index as is.
       const std::size_t data_count = ins.code == op::gather || ins.code == op::index_select ? 1 : ins.operands.size();
       const dtype t = actual(ins.operands[0]);
@@ -108,6 +124,7 @@ private:
   policy policy_;
   std::vector<ir::value_id> value_; // source value -> rewritten value
   std::map<std::pair<ir::value_id, dtype>, ir::value_id> casts_;
+  std::vector<bool> only_matmuls_read_; // source value -> whether every reader is a matmul
   ir::graph result_;
 };
 

@@ -11,6 +11,8 @@
 //   - relu'(0) = 0, abs'(0) = 0; clamp passes the gradient where lo <= x <= hi;
 //   - minimum/maximum split the gradient equally between equal operands (torch.maximum);
 //   - amax/amin split it equally between all elements equal to the result (JAX);
+//   - max pooling's window maximum takes all of it, the first one in the window on a tie
+//     (PyTorch's and XLA's select-and-scatter);
 //   - prod is exact with zeros (no division by a zero element).
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include "xlite/core/error.hpp"
 #include "xlite/core/op.hpp"
 #include "xlite/ir/build.hpp"
+#include "xlite/ir/window.hpp"
 
 namespace xlite::autodiff {
 
@@ -136,13 +139,6 @@ inline node_ptr unselect(const node_ptr& g, const node_ptr& index, const shape& 
   std::vector<std::int64_t> dims(moved->shape().begin(), moved->shape().end());
   dims.back() = n;
   return inverse_permute(ir::reshape(ir::matmul(rows, one_hot), shape(dims)), to_last);
-}
-
-inline node_ptr transpose_last(const node_ptr& x) {
-  std::vector<std::int64_t> perm(x->shape().rank());
-  std::iota(perm.begin(), perm.end(), 0);
-  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
-  return ir::permute(x, perm);
 }
 
 inline std::vector<node_ptr> elementwise_vjp(const ir::node& y, const node_ptr& self, const node_ptr& g) {
@@ -272,10 +268,29 @@ inline std::vector<node_ptr> layout_vjp(const ir::node& y, const node_ptr& g) {
   }
 }
 
+// The window ops are linear in their data operand and pair up as adjoints; x of the max ops
+// only chooses positions (piecewise constant) and gets no gradient.
+inline std::vector<node_ptr> window_vjp(const ir::node& y, const node_ptr& g) {
+  const auto& x = y.operands();
+  const ir::window2d w = ir::window2d::from(y.attrs().ints);
+  switch (y.code()) {
+  case op::unfold: return {ir::fold(g, w, x[0]->shape()[2], x[0]->shape()[3])};
+  case op::fold: return {ir::unfold(g, w)};
+  case op::select_window_max: return {nullptr, ir::scatter_window_max(x[0], g, w)};
+  case op::scatter_window_max: return {nullptr, ir::select_window_max(x[0], g, w)};
+  default: throw value_error(xlite::detail::message("grad: no gradient rule for ", name(y.code())));
+  }
+}
+
+// y = op(a) op(b), op a transpose where y's flag says. Each gradient is one product of g and
+// the other operand, with transpose flags, so no transposed copy is stored: for a stored
+// transposed, its gradient is the transposed product.
 inline std::vector<node_ptr> matmul_vjp(const ir::node& y, const node_ptr& g) {
   const node_ptr &a = y.operands()[0], &b = y.operands()[1];
-  return {unbroadcast(ir::matmul(g, transpose_last(b)), a->shape()),
-          unbroadcast(ir::matmul(transpose_last(a), g), b->shape())};
+  const bool ta = y.attrs().ints[0] != 0, tb = y.attrs().ints[1] != 0;
+  const node_ptr da = ta ? ir::matmul(b, g, tb, true) : ir::matmul(g, b, false, !tb);
+  const node_ptr db = tb ? ir::matmul(g, a, true, ta) : ir::matmul(a, g, !ta, false);
+  return {unbroadcast(da, a->shape()), unbroadcast(db, b->shape())};
 }
 
 } // namespace detail
@@ -295,6 +310,7 @@ inline std::vector<ir::node_ptr> vjp(const ir::node_ptr& self, const ir::node_pt
   case op_kind::reduction: return detail::reduction_vjp(y, self, g);
   case op_kind::layout: return detail::layout_vjp(y, g);
   case op_kind::contraction: return detail::matmul_vjp(y, g);
+  case op_kind::window: return detail::window_vjp(y, g);
   case op_kind::random: return {nullptr};
   case op_kind::source: return {};
   case op_kind::control: break;

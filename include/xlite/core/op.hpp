@@ -8,7 +8,7 @@
 // its operands' dtypes (PyTorch's rules). The static layer fuses the element-wise ops and
 // the reductions; the lazy IR has all of them, plus the graph's sources (parameters,
 // constants, iota), the ops that move data (reshape, permute, gather, ...), matmul, the
-// random number generators and control flow.
+// window ops of convolution and pooling, the random number generators and control flow.
 
 #include <array>
 #include <cstddef>
@@ -43,6 +43,7 @@ enum class op_kind : std::uint8_t {
   contraction, // matmul
   random,      // draws each element from a counter-based generator keyed by the operand
   control,     // runs subgraphs (while_loop, cond) and picks one of their results
+  window,      // works on sliding windows over (N, C, H, W): unfold, fold, max pooling (ir/window.hpp)
 };
 
 // The arity of an op that takes any number (at least one) of operands: concat.
@@ -91,7 +92,7 @@ inline constexpr std::size_t variadic = static_cast<std::size_t>(-1);
   X(max, 1, reduction, promote)                                                                                        \
   X(min, 1, reduction, promote)                                                                                        \
   X(prod, 1, reduction, accumulate)                                                                                    \
-  X(argmax, 1, reduction, to_index)                                                                                   \
+  X(argmax, 1, reduction, to_index)                                                                                    \
   X(parameter, 0, source, explicit_type)                                                                               \
   X(constant, 0, source, explicit_type)                                                                                \
   X(iota, 0, source, explicit_type)                                                                                    \
@@ -103,6 +104,10 @@ inline constexpr std::size_t variadic = static_cast<std::size_t>(-1);
   X(pad, 1, layout, promote)                                                                                           \
   X(gather, 2, layout, first)                                                                                          \
   X(index_select, 2, layout, first)                                                                                    \
+  X(unfold, 1, window, first)                                                                                          \
+  X(fold, 1, window, first)                                                                                            \
+  X(select_window_max, 2, window, first)                                                                               \
+  X(scatter_window_max, 2, window, first)                                                                              \
   X(matmul, 2, contraction, promote)                                                                                   \
   X(random_uniform, 1, random, explicit_type)                                                                          \
   X(random_normal, 1, random, explicit_type)                                                                           \

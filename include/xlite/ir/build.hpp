@@ -367,21 +367,53 @@ inline node_ptr random(op code, const node_ptr& key, dtype type, const shape& s)
 
 // ---- matmul -----------------------------------------------------------------------------------
 
-// a (..., m, k) times b (..., k, n), batch dimensions broadcast (torch.matmul for rank >= 2).
-inline node_ptr matmul(node_ptr a, node_ptr b) {
+namespace detail {
+
+// Whether x is a permute that swaps its last two axes and keeps the others: a matrix transpose.
+inline bool is_matrix_transpose(const node_ptr& x) {
+  if (x->code() != op::permute) return false;
+  const auto& perm = x->attrs().ints;
+  const std::size_t r = perm.size();
+  for (std::size_t a = 0; a + 2 < r; ++a) {
+    if (perm[a] != static_cast<std::int64_t>(a)) return false;
+  }
+  return r >= 2 && perm[r - 2] == static_cast<std::int64_t>(r - 1) && perm[r - 1] == static_cast<std::int64_t>(r - 2);
+}
+
+} // namespace detail
+
+// op(a) (..., m, k) times op(b) (..., k, n), batch dimensions broadcast (torch.matmul for
+// rank >= 2), where op transposes the last two axes of an operand whose flag is set
+// (attrs.ints = {transpose_a, transpose_b}). An operand that is itself such a transpose (a
+// permute node) is read in place instead, its flag flipped: the GEMM reads the memory
+// transposed, and no transposed copy is made.
+inline node_ptr matmul(node_ptr a, node_ptr b, bool transpose_a = false, bool transpose_b = false) {
+  if (detail::is_matrix_transpose(a)) {
+    a = a->operands()[0];
+    transpose_a = !transpose_a;
+  }
+  if (detail::is_matrix_transpose(b)) {
+    b = b->operands()[0];
+    transpose_b = !transpose_b;
+  }
   const shape &sa = a->shape(), &sb = b->shape();
-  if (sa.rank() < 2 || sb.rank() < 2 || sa[sa.rank() - 1] != sb[sb.rank() - 2]) {
-    throw shape_error(xlite::detail::message("matmul: shapes ", sa, " and ", sb,
+  const auto rows = [](const shape& s, bool transposed) { return s[s.rank() - (transposed ? 1 : 2)]; };
+  const auto cols = [](const shape& s, bool transposed) { return s[s.rank() - (transposed ? 2 : 1)]; };
+  if (sa.rank() < 2 || sb.rank() < 2 || cols(sa, transpose_a) != rows(sb, transpose_b)) {
+    throw shape_error(xlite::detail::message("matmul: shapes ", sa, transpose_a ? " (transposed)" : "", " and ", sb,
+                                             transpose_b ? " (transposed)" : "",
                                              " do not multiply: need (..., m, k) and (..., k, n)"));
   }
   const shape batch = broadcast_shapes(shape(sa.dims().first(sa.rank() - 2)), shape(sb.dims().first(sb.rank() - 2)),
                                        "matmul");
   std::vector<std::int64_t> dims(batch.begin(), batch.end());
-  dims.push_back(sa[sa.rank() - 2]);
-  dims.push_back(sb[sb.rank() - 1]);
+  dims.push_back(rows(sa, transpose_a));
+  dims.push_back(cols(sb, transpose_b));
   const dtype type = promote_types(a->type(), b->type());
   if (type == dtype::boolean) throw dtype_error("matmul: bool operands; cast them to a number first");
-  return make_node(op::matmul, type, shape(dims), {cast(a, type), cast(b, type)});
+  attributes attrs;
+  attrs.ints = {transpose_a ? 1 : 0, transpose_b ? 1 : 0};
+  return make_node(op::matmul, type, shape(dims), {cast(a, type), cast(b, type)}, std::move(attrs));
 }
 
 } // namespace xlite::ir

@@ -58,6 +58,8 @@ struct literal {
 //   gather,         ints = {axis}
 //   index_select
 //   iota            ints = {axis}: the element's index along it
+//   matmul          ints = {transpose_a, transpose_b}, each 0 or 1
+//   window ops      ints = the window2d's (ir/window.hpp)
 //   constant        value
 //   while_loop      ints = {loop variables}, subgraphs = {cond, body}
 //   cond            subgraphs = {on_true, on_false}

@@ -14,6 +14,7 @@
 
 #include "xlite/core/op.hpp"
 #include "xlite/ir/graph.hpp"
+#include "xlite/ir/window.hpp"
 
 namespace xlite::ir {
 
@@ -59,6 +60,11 @@ inline void print(std::ostream& out, const instruction& ins, value_id id) {
     }
     out << '}';
   }
+  if (ins.code == op::matmul) {
+    if (ins.attrs.ints[0] != 0) out << ", transpose_a";
+    if (ins.attrs.ints[1] != 0) out << ", transpose_b";
+  }
+  if (info(ins.code).kind == op_kind::window) out << ", " << window2d::from(ins.attrs.ints);
   if (ins.code == op::pad) {
     out << ", pad={";
     for (std::size_t k = 0; k < ins.attrs.ints.size(); k += 2) {

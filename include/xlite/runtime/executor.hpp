@@ -26,6 +26,7 @@
 #include "xlite/runtime/matmul.hpp"
 #include "xlite/runtime/profiler.hpp"
 #include "xlite/runtime/reduce.hpp"
+#include "xlite/runtime/window.hpp"
 
 namespace xlite::runtime {
 
@@ -154,24 +155,29 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
       run_reduction(k, root, inputs_of(k, inputs), operand.shape, operand.type, *slot, pool);
     } else if (root.code == op::matmul) {
       const buffer &a = *value[root.operands[0]], &b = *value[root.operands[1]];
+      const matmul_transposes transposed{root.attrs.ints[0] != 0, root.attrs.ints[1] != 0};
       if (i + 1 < exe.kernels.size() && exe.kernels[i + 1].group.matmul_epilogue) {
         value[k.group.root] = slot; // the epilogue reads the product
         const compile::kernel& epilogue = exe.kernels[++i];
         buffer_ptr& result = slot_for(epilogue);
         inputs_of(epilogue, epilogue_inputs);
-        run_matmul(a, b, *slot, [&](std::int64_t begin, std::int64_t count) {
+        run_matmul(a, b, *slot, transposed, [&](std::int64_t begin, std::int64_t count) {
           run_elementwise_range(epilogue, epilogue_inputs, *result, begin, begin + count);
         });
         value[epilogue.group.root] = result;
       } else {
-        run_matmul(a, b, *slot);
+        run_matmul(a, b, *slot, transposed);
       }
     } else {
-      // Layout ops read their operands in instruction order (concat's parts), which
-      // group.inputs may have merged where a part repeats.
+      // Layout and window ops read their operands in instruction order (concat's parts,
+      // max pooling's x twice), which group.inputs may have merged where one repeats.
       inputs.clear();
       for (const ir::value_id v : root.operands) inputs.push_back(value[v].get());
-      run_layout(root, inputs, *slot, pool);
+      if (info(root.code).kind == op_kind::window) {
+        run_window(root, inputs, *slot, pool);
+      } else {
+        run_layout(root, inputs, *slot, pool);
+      }
     }
     value[k.group.root] = slot;
   }

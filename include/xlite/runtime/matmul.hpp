@@ -1,6 +1,7 @@
 #pragma once
 
-// Runs a matmul instruction: (..., m, k) x (..., k, n) with broadcast batch dimensions.
+// Runs a matmul instruction: op(a) (..., m, k) x op(b) (..., k, n) with broadcast batch
+// dimensions, op a transpose of the operand's last two axes where the instruction says.
 // float and bfloat16 go to the GEMM kernels (kernels/gemm.hpp: AVX-512 / AMX / AVX512_BF16
 // / portable, fp32 accumulation; bf16 results rounded once, or float32 results from bf16
 // operands under mixed precision); the other dtypes to a plain
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -53,55 +55,94 @@ inline batch_offsets matmul_batches(const shape& a, const shape& b, const shape&
   return offsets;
 }
 
+// The step, in matrices, between the operands of consecutive products when it is the same
+// for the whole batch (0: one matrix broadcast to every product); nullopt otherwise.
+inline std::optional<std::int64_t> uniform_stride(const std::vector<std::int64_t>& offsets) {
+  const std::int64_t step = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
+  for (std::size_t p = 0; p < offsets.size(); ++p) {
+    if (offsets[p] != offsets[0] + static_cast<std::int64_t>(p) * step) return std::nullopt;
+  }
+  return step;
+}
+
 } // namespace detail
 
 // Called with each finished run of out's elements, [begin, begin + count) in row-major
 // order, once per element: a matmul's epilogue (passes/fusion.hpp).
 using finished_elements = std::function<void(std::int64_t begin, std::int64_t count)>;
 
-inline void run_matmul(const buffer& a, const buffer& b, buffer& out, const finished_elements& finished = {}) {
+// The operands' transposes, as the matmul instruction's flags give them.
+struct matmul_transposes {
+  bool a = false, b = false;
+};
+
+inline void run_matmul(const buffer& a, const buffer& b, buffer& out, matmul_transposes transposed = {},
+                       const finished_elements& finished = {}) {
   const shape &sa = a.shape(), &so = out.shape();
-  const std::int64_t m = so[so.rank() - 2], n = so[so.rank() - 1], k = sa[sa.rank() - 1];
+  const std::int64_t m = so[so.rank() - 2], n = so[so.rank() - 1], k = sa[sa.rank() - (transposed.a ? 2 : 1)];
+  // Distances between rows as stored: a is k x m when transposed, b n x k.
+  const std::int64_t lda = transposed.a ? m : k, ldb = transposed.b ? k : n;
   const detail::batch_offsets batches = detail::matmul_batches(sa, b.shape(), so);
-  // The GEMM reports finished rectangles of one product; the epilogue wants runs of out.
+  // The GEMM reports finished rectangles of product `first + batch`; the epilogue wants runs of out.
   struct region_context {
     const finished_elements* finished;
-    std::int64_t product_offset, n;
+    std::int64_t first, m, n;
   };
-  const auto report_rows = [](void* context, std::int64_t, std::int64_t row, std::int64_t col, std::int64_t rows,
-                              std::int64_t cols) {
+  const auto report_rows = [](void* context, std::int64_t batch, std::int64_t row, std::int64_t col,
+                              std::int64_t rows, std::int64_t cols) {
     const auto& c = *static_cast<const region_context*>(context);
-    for (std::int64_t r = row; r < row + rows; ++r) (*c.finished)(c.product_offset + r * c.n + col, cols);
+    const std::int64_t product_offset = (c.first + batch) * c.m * c.n;
+    for (std::int64_t r = row; r < row + rows; ++r) (*c.finished)(product_offset + r * c.n + col, cols);
   };
   // Mixed precision (amp/): bf16 operands, float32 result, on the bf16 GEMM.
   const bool mixed = a.type() == dtype::bf16 && out.type() == dtype::f32;
   const auto products = [&]<class In, class Out>(const In* a_data, const In* b_data, Out* out_data) {
-    for (std::size_t p = 0; p < batches.a.size(); ++p) {
-      const In* pa = a_data + batches.a[p] * m * k;
-      const In* pb = b_data + batches.b[p] * k * n;
-      const std::int64_t product_offset = static_cast<std::int64_t>(p) * m * n;
-      Out* pc = out_data + product_offset;
-      region_context context{&finished, product_offset, n};
-      if constexpr (std::is_same_v<In, float> || std::is_same_v<In, bfloat16>) {
+    if constexpr (std::is_same_v<In, float> || std::is_same_v<In, bfloat16>) {
+      // One GEMM call for the whole batch where each operand steps by a fixed number of
+      // matrices (0 when it broadcasts): the GEMM then runs small products side by side on
+      // the threads, instead of splitting each tiny product over them.
+      const auto stride_a = detail::uniform_stride(batches.a), stride_b = detail::uniform_stride(batches.b);
+      const bool one_call = stride_a && stride_b;
+      const std::int64_t calls = one_call ? 1 : static_cast<std::int64_t>(batches.a.size());
+      for (std::int64_t p = 0; p < calls; ++p) {
         kernels::gemm_args<In, Out> args;
         args.m = m;
         args.n = n;
         args.k = k;
-        args.a = pa;
-        args.lda = k;
-        args.b = pb;
-        args.ldb = n;
-        args.c = pc;
+        args.a = a_data + batches.a[static_cast<std::size_t>(p)] * m * k;
+        args.lda = lda;
+        args.trans_a = transposed.a ? kernels::transpose::yes : kernels::transpose::no;
+        args.b = b_data + batches.b[static_cast<std::size_t>(p)] * k * n;
+        args.ldb = ldb;
+        args.trans_b = transposed.b ? kernels::transpose::yes : kernels::transpose::no;
+        args.c = out_data + p * m * n;
         args.ldc = n;
+        if (one_call) {
+          args.batch = static_cast<std::int64_t>(batches.a.size());
+          args.stride_a = *stride_a * m * k;
+          args.stride_b = *stride_b * k * n;
+          args.stride_c = m * n;
+        }
+        region_context context{&finished, p, m, n};
         kernels::gemm_epilogue epilogue;
         if (finished) epilogue = {report_rows, &context};
         kernels::gemm(args, epilogue);
-      } else if constexpr (!std::is_same_v<In, bool>) {
-        using C = detail::compute_t<In>;
+      }
+    } else if constexpr (!std::is_same_v<In, bool>) {
+      using C = detail::compute_t<In>;
+      for (std::size_t p = 0; p < batches.a.size(); ++p) {
+        const In* pa = a_data + batches.a[p] * m * k;
+        const In* pb = b_data + batches.b[p] * k * n;
+        Out* pc = out_data + static_cast<std::int64_t>(p) * m * n;
+        region_context context{&finished, static_cast<std::int64_t>(p), m, n};
         for (std::int64_t i = 0; i < m; ++i) {
           for (std::int64_t j = 0; j < n; ++j) {
             C acc = 0;
-            for (std::int64_t q = 0; q < k; ++q) acc += static_cast<C>(pa[i * k + q]) * static_cast<C>(pb[q * n + j]);
+            for (std::int64_t q = 0; q < k; ++q) {
+              const In x = transposed.a ? pa[q * lda + i] : pa[i * lda + q];
+              const In y = transposed.b ? pb[j * ldb + q] : pb[q * ldb + j];
+              acc += static_cast<C>(x) * static_cast<C>(y);
+            }
             pc[i * n + j] = static_cast<Out>(acc);
           }
           if (finished) report_rows(&context, 0, i, 0, 1, n);
