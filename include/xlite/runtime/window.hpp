@@ -138,7 +138,7 @@ void fold_rows(const T* cols, const ir::window2d& w, T* out, const shape& s, thr
 // number; nothing replaces a NaN. So the first maximum (or NaN) in tap order wins.
 template <class A>
 bool beats(A v, A best) {
-  return best == best && !(v <= best); // best is not NaN, and v > best or v is NaN
+  return (best == best) & !(v <= best); // best is not NaN, and v > best or v is NaN; no branch
 }
 
 // The windows whose taps all fall inside the input along one axis: [first, last).
@@ -173,11 +173,12 @@ void for_each_window_max(const T* plane, std::int64_t h, std::int64_t wd, const 
         for (std::int64_t i = 0; i < w.kernel_h; ++i) {
           const std::int64_t row_at = (top + i * w.dilation_h) * wd + left;
           for (std::int64_t j = 0; j < w.kernel_w; ++j) {
-            const A v = static_cast<A>(plane[row_at + j * w.dilation_w]);
-            if (beats(v, best)) {
-              best = v;
-              best_at = row_at + j * w.dilation_w;
-            }
+            // Selects, not a branch: on real data which tap wins is a coin toss.
+            const std::int64_t at = row_at + j * w.dilation_w;
+            const A v = static_cast<A>(plane[at]);
+            const bool wins = beats(v, best);
+            best = wins ? v : best;
+            best_at += static_cast<std::int64_t>(wins) * (at - best_at);
           }
         }
       } else {
