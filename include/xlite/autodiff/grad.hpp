@@ -15,12 +15,10 @@
 #include <cstddef>
 #include <optional>
 #include <span>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
-#include "xlite/autodiff/vjp.hpp"
+#include "xlite/autodiff/backprop.hpp"
 #include "xlite/core/error.hpp"
 #include "xlite/lazy/ops.hpp"
 #include "xlite/lazy/tensor.hpp"
@@ -28,30 +26,6 @@
 namespace xlite {
 
 namespace autodiff::detail {
-
-// The nodes of the trace behind `root` from which one of `targets` can be reached, each after
-// the nodes it reads (a topological order). Iterative: a trace can be 10^5 nodes deep.
-inline std::vector<ir::node_ptr> nodes_between(const ir::node_ptr& root,
-                                               const std::unordered_set<const ir::node*>& targets) {
-  std::unordered_map<const ir::node*, bool> reaches; // visited -> whether a target is below
-  std::vector<ir::node_ptr> order;
-  std::vector<std::pair<const ir::node_ptr*, std::size_t>> stack{{&root, 0}};
-  reaches.emplace(root.get(), targets.contains(root.get()));
-  while (!stack.empty()) {
-    auto& [n, next] = stack.back();
-    const auto& operands = (*n)->operands();
-    if (next < operands.size()) {
-      const ir::node_ptr& operand = operands[next++];
-      if (reaches.emplace(operand.get(), targets.contains(operand.get())).second) stack.emplace_back(&operand, 0);
-      continue;
-    }
-    bool& mine = reaches[n->get()];
-    for (const auto& operand : operands) mine = mine || reaches[operand.get()];
-    if (mine) order.push_back(*n);
-    stack.pop_back();
-  }
-  return order;
-}
 
 inline std::string describe(const lazy::tensor& t) {
   return xlite::detail::message(name(t.type()), t.shape());
@@ -86,7 +60,6 @@ inline std::vector<lazy::tensor> grad(const lazy::tensor& output, std::span<cons
   }
 
   std::vector<ir::node_ptr> targets;
-  std::unordered_set<const ir::node*> target_set;
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     if (category(inputs[k].type()) != dtype_category::floating_point) {
       throw dtype_error(xlite::detail::message("grad: input ", k, " is ", describe(inputs[k]),
@@ -94,32 +67,13 @@ inline std::vector<lazy::tensor> grad(const lazy::tensor& output, std::span<cons
     }
     lazy::detail::common_device("grad", {&output, &inputs[k]});
     targets.push_back(inputs[k].node());
-    target_set.insert(targets.back().get());
   }
-
-  // Reverse topological order: a node's gradient is complete before it is passed on.
-  std::unordered_map<const ir::node*, ir::node_ptr> adjoint;
   const ir::node_ptr root = output.node();
-  adjoint.emplace(root.get(), seed);
-  const auto order = autodiff::detail::nodes_between(root, target_set);
-  for (auto n = order.rbegin(); n != order.rend(); ++n) {
-    const auto found = adjoint.find(n->get());
-    if (found == adjoint.end()) continue;
-    const std::vector<ir::node_ptr> operand_gradients = autodiff::vjp(*n, found->second);
-    for (std::size_t k = 0; k < operand_gradients.size(); ++k) {
-      const ir::node_ptr& g = operand_gradients[k];
-      if (!g) continue;
-      auto [slot, fresh] = adjoint.try_emplace((*n)->operands()[k].get(), g);
-      if (!fresh) slot->second = autodiff::detail::add(slot->second, g);
-    }
-  }
+  const std::vector<ir::node_ptr> found = autodiff::backprop(std::span(&root, 1), std::span(&seed, 1), targets);
 
   std::vector<lazy::tensor> gradients;
   for (std::size_t k = 0; k < inputs.size(); ++k) {
-    const auto found = adjoint.find(targets[k].get());
-    ir::node_ptr g = found != adjoint.end()
-                         ? ir::cast(found->second, inputs[k].type())
-                         : ir::broadcast_to(ir::constant(ir::literal::of(0.0), inputs[k].type()), inputs[k].shape());
+    ir::node_ptr g = found[k] ? ir::cast(found[k], inputs[k].type()) : autodiff::detail::zeros_like(targets[k]);
     gradients.push_back(lazy::detail::make(inputs[k].device(), std::move(g)));
   }
   return gradients;

@@ -315,10 +315,9 @@ inline std::vector<ir::node_ptr> vjp(const ir::node_ptr& self, const ir::node_pt
   case op_kind::source: return {};
   case op_kind::control: break;
   }
-  const op control = y.code() == op::tuple_element ? y.operands()[0]->code() : y.code(); // the loop, not its result
-  throw value_error(xlite::detail::message("grad: ", name(control),
-                                           " is not differentiable yet; compute the gradient inside its body, or "
-                                           "unroll it"));
+  // A control op stands for several results; its gradient is a backward pass over its body.
+  throw value_error(xlite::detail::message("vjp: ", name(y.code()),
+                                           " has no single-result gradient; autodiff::backprop differentiates it"));
 }
 
 } // namespace xlite::autodiff

@@ -79,6 +79,26 @@ inline closed_subgraphs close_over(std::span<const node_ptr> placeholders,
   return result;
 }
 
+// The nodes a closed subgraph computes when its parameters are `arguments`: the inverse of
+// close_over, for passes that work on a body as a trace again (the gradient of cond).
+inline std::vector<node_ptr> inline_subgraph(const graph& g, std::span<const node_ptr> arguments) {
+  std::vector<node_ptr> values;
+  values.reserve(g.instructions.size());
+  for (const instruction& ins : g.instructions) {
+    if (ins.code == op::parameter) {
+      values.push_back(arguments[static_cast<std::size_t>(ins.attrs.ints[0])]);
+      continue;
+    }
+    std::vector<node_ptr> operands;
+    operands.reserve(ins.operands.size());
+    for (const value_id v : ins.operands) operands.push_back(values[v]);
+    values.push_back(make_node(ins.code, ins.type, ins.shape, std::move(operands), ins.attrs));
+  }
+  std::vector<node_ptr> outputs;
+  for (const value_id v : g.outputs) outputs.push_back(values[v]);
+  return outputs;
+}
+
 namespace detail {
 
 // tuple_element nodes for each result of control node `op_node`, typed like `like`.
