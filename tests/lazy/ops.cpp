@@ -370,6 +370,34 @@ TEST_CASE("an epilogue never writes over an operand its matmul still reads", "[l
   }
 }
 
+TEST_CASE("a multi-output kernel gives each result bitwise as kernels of their own", "[lazy][ops]") {
+  // An optimizer-shaped update: m2 and w2 share their inputs, w2 reads m2, w16 reads w2;
+  // far reads a reduction of m2, so it cannot join them. Sizes with several threads' chunks.
+  for (const shape& s : {shape{300, 170}, shape{7, 33}, shape{0, 5}}) {
+    const auto g = lazy::tensor::from(random_tensor<float>(s));
+    const auto m = lazy::tensor::from(random_tensor<float>(s));
+    const auto w = lazy::tensor::from(random_tensor<float>(s));
+    mark_step();
+    const auto update = [&](const lazy::tensor& m2) { return w - lazy::tanh(m2) * 0.01f; };
+    const auto m2 = m * 0.9f + g * 0.1f;
+    const auto w2 = update(m2);
+    const auto w16 = lazy::cast(w2, dtype::bf16);
+    const auto far = g * lazy::sum(m2);
+    mark_step(); // one graph
+    const auto m2_apart = m * 0.9f + g * 0.1f;
+    mark_step(); // each from the data of the step before
+    const auto w2_apart = update(m2_apart);
+    const auto far_apart = g * lazy::sum(m2_apart);
+    mark_step();
+    const auto w16_apart = lazy::cast(w2_apart, dtype::bf16);
+    INFO(s);
+    CHECK(same_bits(m2.to_host<float>(), m2_apart.to_host<float>()));
+    CHECK(same_bits(w2.to_host<float>(), w2_apart.to_host<float>()));
+    CHECK(same_bits(far.to_host<float>(), far_apart.to_host<float>()));
+    CHECK(same_bits(lazy::cast(w16, dtype::f32).to_host<float>(), lazy::cast(w16_apart, dtype::f32).to_host<float>()));
+  }
+}
+
 TEST_CASE("factories make their values on the device", "[lazy][ops]") {
   CHECK(same_bits(lazy::arange(0, 5).to_host<std::int64_t>(), xlite::tensor<std::int64_t>({0, 1, 2, 3, 4})));
   CHECK(same_bits(lazy::arange(1.0f, 2.0f, 0.25f).to_host<float>(), xlite::tensor<float>({1, 1.25f, 1.5f, 1.75f})));

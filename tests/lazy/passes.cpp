@@ -128,6 +128,61 @@ TEST_CASE("a chain of element-wise ops fuses into one kernel; reductions and mat
   CHECK(passes::fuse_elementwise(g3).kernels.size() == 3);
 }
 
+TEST_CASE("multi-output fusion: kernels over one index space that share inputs write their results in one pass",
+          "[passes]") {
+  // Adam's update of one weight: m, v and w from the same gradient, and w's bf16 copy.
+  const shape s{64, 64};
+  const auto g = param(dtype::f32, s), m = param(dtype::f32, s), v = param(dtype::f32, s), w = param(dtype::f32, s);
+  const auto lr = param(dtype::f32, shape{});
+  const auto m2 = binary(op::add, binary(op::mul, m, constant(0.9)), binary(op::mul, g, constant(0.1)));
+  const auto v2 = binary(op::add, binary(op::mul, v, constant(0.999)), binary(op::mul, binary(op::mul, g, g), constant(0.001)));
+  const auto w2 = binary(op::sub, w, binary(op::mul, lr, binary(op::div, m2, ir::elementwise(op::sqrt, {v2}))));
+  auto adam = graph_of({m2, v2, w2, ir::cast(w2, dtype::bf16)});
+  const auto plan = passes::fuse_elementwise(adam);
+  REQUIRE(plan.kernels.size() == 1);
+  const passes::kernel_group& k = plan.kernels[0];
+  CHECK(k.root == adam.outputs[0]);
+  CHECK(k.extra_results == std::vector<ir::value_id>{adam.outputs[1], adam.outputs[2], adam.outputs[3]});
+  CHECK(k.inputs.size() == 5); // m, g, v, w, lr: each read once
+  CHECK(std::ranges::is_sorted(k.members));
+  const auto buffers = passes::plan_buffers(adam, plan);
+  CHECK(buffers.slot_bytes.size() == 4); // four outputs, four buffers
+  const auto exe = compile::compile_graph(adam);
+  REQUIRE(exe->kernels.size() == 1);
+  CHECK(exe->kernels[0].result_registers.size() == 4);
+  // lr and the constants are the same in every chunk: loaded or made once per range.
+  const auto& program = exe->kernels[0].program;
+  for (const auto& step : program) {
+    const bool scalar_load = step.what == compile::register_step::kind::load &&
+                             adam.instructions[k.inputs[step.input]].shape.numel() == 1;
+    CHECK(step.invariant == (scalar_load || step.code == op::constant));
+  }
+  // ... into registers no other step writes, since later chunks skip those steps.
+  for (const auto& invariant : program) {
+    if (!invariant.invariant) continue;
+    for (const auto& step : program) CHECK((&step == &invariant || step.result != invariant.result));
+  }
+
+  // Not merged: a kernel that reads a value computed after the earlier kernel (the sum),
+  // one over another index space, and one that shares only a small input.
+  const auto x = param(dtype::f32, shape{passes::min_fused_run});
+  const auto a = ir::elementwise(op::exp, {x});
+  const auto total = ir::reduce(op::sum, a, std::vector<std::int64_t>{}, false);
+  auto late = graph_of({a, binary(op::mul, x, total)});
+  CHECK(passes::fuse_elementwise(late).kernels.size() == 3);
+  const auto row = param(dtype::f32, shape{64});
+  auto other_space = graph_of({ir::elementwise(op::exp, {row}), binary(op::add, g, row)});
+  CHECK(passes::fuse_elementwise(other_space).kernels.size() == 2);
+  auto small_shared = graph_of({binary(op::mul, g, lr), binary(op::mul, m, lr)});
+  CHECK(passes::fuse_elementwise(small_shared).kernels.size() == 2);
+  // A reader of a result: the producer-consumer case, where the result is written and used
+  // from the register.
+  auto chained = graph_of({a, ir::elementwise(op::tanh, {a})});
+  const auto chained_plan = passes::fuse_elementwise(chained);
+  REQUIRE(chained_plan.kernels.size() == 1);
+  CHECK(chained_plan.kernels[0].inputs == std::vector<ir::value_id>{0});
+}
+
 TEST_CASE("buffer planning reuses dead buffers and writes in place", "[passes]") {
   const auto x = param(dtype::f32, shape{64});
   const std::vector<std::int64_t> all{};

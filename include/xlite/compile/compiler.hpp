@@ -27,7 +27,7 @@ namespace xlite::compile {
 // executable's meaning): it is part of the cache key, so entries an older compiler wrote
 // to a persistent cache are not run by a newer one. tests/lazy/serialize.cpp holds a
 // digest of a compiled sample that fails when the output changes and the revision did not.
-inline constexpr std::uint32_t compiler_revision = 3;
+inline constexpr std::uint32_t compiler_revision = 4;
 
 namespace detail {
 
@@ -44,18 +44,46 @@ inline void lower_iota_axis(const ir::instruction& iota, const shape& index_spac
   step.attrs.ints = {static_cast<std::int64_t>(axis + index_space.rank() - iota.shape.rank())};
 }
 
-// Lowers `members` of k's group (in order) to k's register program, whose result is the
-// value `result`. Registers are reused once their last reader in the program has run.
-inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::value_id> members, ir::value_id result) {
+// Whether a member computes the same value in every chunk of its kernel: a constant, a
+// broadcast of a one-element input, and element-wise ops of such values.
+inline std::vector<bool> chunk_invariants(const ir::graph& g, std::span<const ir::value_id> members) {
+  std::vector<bool> invariant(g.instructions.size(), false);
+  const auto member = [&](ir::value_id v) { return std::ranges::find(members, v) != members.end(); };
+  for (const ir::value_id v : members) {
+    const ir::instruction& ins = g.instructions[v];
+    const bool per_element = info(ins.code).kind == op_kind::elementwise || ins.code == op::broadcast_to;
+    invariant[v] = ins.code == op::constant ||
+                   (per_element && std::ranges::all_of(ins.operands, [&](ir::value_id o) {
+                     return invariant[o] || (!member(o) && g.instructions[o].shape.numel() == 1);
+                   }));
+  }
+  return invariant;
+}
+
+// Lowers `members` of k's group (in order) to k's register program, whose results are the
+// values `results`. Registers are reused once their last reader in the program has run; a
+// result's register is never reused, since it is stored after the whole program, nor is an
+// invariant's (chunk_invariants), which later chunks read without computing it again.
+inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::value_id> members,
+                          std::span<const ir::value_id> results) {
   const auto& group = k.group;
   std::vector<std::int64_t> register_of(g.instructions.size(), -1);
   std::vector<std::size_t> last_read(g.instructions.size(), 0);
+  const std::vector<bool> invariant = chunk_invariants(g, members);
+  const auto one_element_input = [&](ir::value_id v) {
+    return std::ranges::find(group.inputs, v) != group.inputs.end() && g.instructions[v].shape.numel() == 1;
+  };
   for (std::size_t s = 0; s < members.size(); ++s) {
-    for (const ir::value_id operand : g.instructions[members[s]].operands) last_read[operand] = s;
+    for (const ir::value_id operand : g.instructions[members[s]].operands) {
+      last_read[operand] = invariant[operand] || one_element_input(operand) ? members.size() : s;
+    }
   }
+  for (const ir::value_id r : results) last_read[r] = members.size();
   std::vector<register_id> free_registers;
-  const auto allocate = [&] {
-    if (!free_registers.empty()) {
+  // An invariant gets a register of its own: one a value computed in every chunk had used
+  // before would hold that value again when later chunks skip the invariant's step.
+  const auto allocate = [&](bool invariant_value) {
+    if (!free_registers.empty() && !invariant_value) {
       const register_id r = free_registers.back();
       free_registers.pop_back();
       return r;
@@ -70,7 +98,8 @@ inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::val
     step.code = ins.code;
     step.type = ins.type;
     step.attrs = ins.attrs;
-    if (ins.code == op::iota) lower_iota_axis(ins, g.instructions[result].shape, step);
+    step.invariant = invariant[v];
+    if (ins.code == op::iota) lower_iota_axis(ins, g.instructions[results[0]].shape, step);
     if (!ins.operands.empty()) step.operand_type = g.instructions[ins.operands.back()].type;
     for (const ir::value_id operand : ins.operands) {
       if (register_of[operand] < 0) {
@@ -78,7 +107,8 @@ inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::val
         load.what = register_step::kind::load;
         load.type = g.instructions[operand].type;
         load.input = static_cast<std::uint16_t>(std::ranges::find(group.inputs, operand) - group.inputs.begin());
-        load.result = allocate();
+        load.invariant = one_element_input(operand);
+        load.result = allocate(load.invariant);
         register_of[operand] = load.result;
         k.program.push_back(std::move(load));
       }
@@ -99,12 +129,12 @@ inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::val
       }
     };
     free_last_reads(true);
-    step.result = allocate();
+    step.result = allocate(step.invariant);
     free_last_reads(false);
     register_of[v] = step.result;
     k.program.push_back(std::move(step));
   }
-  k.result_register = static_cast<register_id>(register_of[result]);
+  for (const ir::value_id r : results) k.result_registers.push_back(static_cast<register_id>(register_of[r]));
 }
 
 } // namespace detail
@@ -131,10 +161,12 @@ inline executable_ptr compile_graph(ir::graph g, amp::policy precision = {}) {
     kernel k;
     k.group = group;
     if (group.elementwise) {
-      detail::lower_program(g, k, group.members, group.root);
+      std::vector<ir::value_id> results{group.root};
+      results.insert(results.end(), group.extra_results.begin(), group.extra_results.end());
+      detail::lower_program(g, k, group.members, results);
     } else if (group.members.size() > 1) { // a reduction with its operand fused in
       const std::span<const ir::value_id> producers(group.members.data(), group.members.size() - 1);
-      detail::lower_program(g, k, producers, g.instructions[group.root].operands[0]);
+      detail::lower_program(g, k, producers, std::span(&g.instructions[group.root].operands[0], 1));
     }
     for (const auto& sub : g.instructions[group.root].attrs.subgraphs) k.subprograms.push_back(compile_graph(*sub));
     result->kernels.push_back(std::move(k));

@@ -51,6 +51,9 @@ struct register_step {
   std::vector<register_id> operands;
   register_id result = 0;
   ir::attributes attrs;     // constant's value, iota's axis (of the kernel's index space)
+  // The same in every chunk (a constant, a scalar input, ops of those): computed in a
+  // range's first chunk only, into a register nothing else uses.
+  bool invariant = false;
 };
 
 struct executable;
@@ -58,8 +61,10 @@ using executable_ptr = std::shared_ptr<const executable>;
 
 struct kernel {
   passes::kernel_group group;
-  std::vector<register_step> program; // element-wise kernels only
-  register_id result_register = 0;
+  std::vector<register_step> program; // element-wise kernels and fused reductions
+  // Where the program leaves its results: an element-wise kernel's root, then its
+  // group.extra_results; a fused reduction's operand.
+  std::vector<register_id> result_registers;
   std::uint16_t register_count = 0;
   std::vector<executable_ptr> subprograms; // a control op's subgraphs, compiled
 };

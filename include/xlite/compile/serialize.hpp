@@ -121,8 +121,8 @@ private:
 // before anything is allocated for it.
 inline constexpr std::size_t min_instruction_bytes = 51;
 inline constexpr std::size_t min_graph_bytes = 24;
-inline constexpr std::size_t min_kernel_bytes = 42;
-inline constexpr std::size_t min_step_bytes = 41;
+inline constexpr std::size_t min_kernel_bytes = 56;
+inline constexpr std::size_t min_step_bytes = 42;
 inline constexpr std::size_t min_executable_bytes = 80;
 inline constexpr std::size_t register_step_kinds = 2; // load, compute
 // Loops in loops in loops: far beyond any real program, far below what overflows the stack.
@@ -194,6 +194,7 @@ inline void write_executable(writer& w, const executable& exe) {
   w.put_count(exe.kernels.size());
   for (const kernel& k : exe.kernels) {
     w.put(k.group.root);
+    w.put_all(k.group.extra_results);
     w.put_all(k.group.members);
     w.put_all(k.group.inputs);
     w.put(k.group.elementwise);
@@ -210,8 +211,9 @@ inline void write_executable(writer& w, const executable& exe) {
       w.put_all(step.attrs.ints);
       w.put(step.attrs.flag);
       w.put(step.attrs.value);
+      w.put(step.invariant);
     }
-    w.put(k.result_register);
+    w.put_all(k.result_registers);
     w.put(k.register_count);
     w.put_count(k.subprograms.size());
     for (const auto& sub : k.subprograms) write_executable(w, *sub);
@@ -236,6 +238,7 @@ inline executable_ptr read_executable(reader& r, int depth) {
   for (kernel& k : exe->kernels) {
     k.group.root = r.get<ir::value_id>();
     check(k.group.root < values, "a kernel root out of range");
+    in_program(k.group.extra_results = r.get_all<ir::value_id>());
     in_program(k.group.members = r.get_all<ir::value_id>());
     in_program(k.group.inputs = r.get_all<ir::value_id>());
     k.group.elementwise = r.get_bool();
@@ -252,15 +255,22 @@ inline executable_ptr read_executable(reader& r, int depth) {
       step.attrs.ints = r.get_all<std::int64_t>();
       step.attrs.flag = r.get_bool();
       step.attrs.value = r.get<ir::literal>();
+      step.invariant = r.get_bool();
     }
-    k.result_register = r.get<register_id>();
+    k.result_registers = r.get_all<register_id>();
     k.register_count = r.get<std::uint16_t>();
     for (const register_step& step : k.program) {
       check(step.result < k.register_count, "a register out of range");
       for (const register_id operand : step.operands) check(operand < k.register_count, "a register out of range");
       check(step.what != register_step::kind::load || step.input < k.group.inputs.size(), "a load out of range");
     }
-    check(k.program.empty() || k.result_register < k.register_count, "a result register out of range");
+    check(k.group.elementwise || k.group.extra_results.empty(), "extra results of a kernel that is not element-wise");
+    const std::size_t results = k.group.elementwise ? 1 + k.group.extra_results.size() : k.program.empty() ? 0 : 1;
+    check((!k.group.elementwise || !k.program.empty()) && k.result_registers.size() == results,
+          "a kernel's result registers do not match its results");
+    for (const register_id result : k.result_registers) {
+      check(result < k.register_count, "a result register out of range");
+    }
     const std::size_t subprograms = r.get_count(min_executable_bytes);
     for (std::size_t s = 0; s < subprograms; ++s) k.subprograms.push_back(read_executable(r, depth + 1));
   }
@@ -275,6 +285,12 @@ inline executable_ptr read_executable(reader& r, int depth) {
         "a buffer plan of the wrong size");
   for (const std::size_t slot : plan.slot_of) {
     check(slot == passes::buffer_plan::no_slot || slot < plan.slot_bytes.size(), "a buffer slot out of range");
+  }
+  for (const kernel& k : exe->kernels) {
+    check(plan.slot_of[k.group.root] != passes::buffer_plan::no_slot, "a kernel result without a buffer slot");
+    for (const ir::value_id v : k.group.extra_results) {
+      check(plan.slot_of[v] != passes::buffer_plan::no_slot, "a kernel result without a buffer slot");
+    }
   }
   exe->pass_log = r.get_text();
   return exe;

@@ -2,10 +2,11 @@
 
 // Buffer planning: which memory each kernel's result goes to. A value's buffer is free once
 // the last kernel reading it has run, and a later result of the same byte size takes it
-// over; an element-wise kernel writes in place over an input of its own dtype and shape
-// that dies with it (each chunk is read before the same chunk is written), and a reshape
-// of a value that dies with it takes the value's memory as it is, with no copy. The graph's
-// outputs get buffers of their own, since they outlive the run; parameters are the caller's and are never written.
+// over; an element-wise kernel writes its (first) result in place over an input of its own
+// dtype and shape that dies with it (each chunk is read before the same chunk is written),
+// and a reshape of a value that dies with it takes the value's memory as it is, with no
+// copy. The graph's outputs get buffers of their own, since they outlive the run;
+// parameters are the caller's and are never written.
 
 #include <algorithm>
 #include <cstddef>
@@ -75,17 +76,24 @@ inline buffer_plan plan_buffers(const ir::graph& g, const fusion_plan& fusion) {
       const ir::value_id input = root.operands[0];
       if (reusable(input) && last_use[input] == k && !read_by_running_matmul(input)) taken_over = input;
     }
+    const auto take_slot = [&](ir::value_id result) {
+      const std::int64_t size = byte_size(g.instructions[result]);
+      if (const auto it = free_slots.find(size); it != free_slots.end() && !is_output[result]) {
+        plan.slot_of[result] = it->second;
+        free_slots.erase(it);
+      } else {
+        plan.slot_of[result] = plan.slot_bytes.size();
+        plan.slot_bytes.push_back(size);
+        plan.slot_is_output.push_back(is_output[result]);
+      }
+    };
     if (taken_over != kernel.root) {
       plan.slot_of[kernel.root] = plan.slot_of[taken_over];
       ++plan.in_place_count;
-    } else if (const auto it = free_slots.find(bytes); it != free_slots.end() && !is_output[kernel.root]) {
-      plan.slot_of[kernel.root] = it->second;
-      free_slots.erase(it);
     } else {
-      plan.slot_of[kernel.root] = plan.slot_bytes.size();
-      plan.slot_bytes.push_back(bytes);
-      plan.slot_is_output.push_back(is_output[kernel.root]);
+      take_slot(kernel.root);
     }
+    for (const ir::value_id result : kernel.extra_results) take_slot(result);
     for (const ir::value_id input : kernel.inputs) {
       if (input != taken_over && reusable(input) && last_use[input] == k) dying.push_back(input);
     }

@@ -18,6 +18,12 @@
 // bias)) that is the product's only reader runs on each region of the product as the GEMM
 // finishes it, so the product is never read back from memory. It moves up to just after
 // the matmul, which needs its other inputs to be ready before the matmul runs.
+//
+// Multi-output fusion (XLA's sibling and producer-consumer fusion): an element-wise kernel
+// over the same index space as an earlier one that reads one of its full-size inputs or
+// results joins it, and the kernel writes several results. An optimizer's update of one
+// parameter (m, v and the weight from the same gradient) is then one pass that reads the
+// gradient and the state once, not three that read them again.
 
 #include <algorithm>
 #include <cstddef>
@@ -31,7 +37,9 @@ namespace xlite::passes {
 
 struct kernel_group {
   ir::value_id root;                 // the value the kernel writes
-  std::vector<ir::value_id> members; // in topological order, root last
+  // Multi-output fusion: the further values an element-wise kernel writes, of root's shape.
+  std::vector<ir::value_id> extra_results;
+  std::vector<ir::value_id> members; // in topological order; root last unless there are extra results
   std::vector<ir::value_id> inputs;  // values it reads from memory, each once, in first-use order
   bool elementwise = false;          // an element-wise kernel (else a single other op)
   // An element-wise kernel that runs as the epilogue of the matmul kernel just before it:
@@ -99,6 +107,51 @@ inline void place_matmul_epilogues(const ir::graph& g, fusion_plan& plan,
   }
 }
 
+// Merges each element-wise kernel into the first earlier one it may join (see above). It
+// may when all it reads is ready where that kernel runs: a parameter, a value of a kernel
+// before it, or one of its results. Epilogues stay as they are.
+inline void merge_multi_output(const ir::graph& g, fusion_plan& plan) {
+  constexpr std::size_t ready_anywhere = 0; // parameters (and constants have no kernel)
+  std::vector<std::size_t> produced_by(g.instructions.size(), ready_anywhere); // kernel index + 1
+  for (std::size_t k = 0; k < plan.kernels.size(); ++k) produced_by[plan.kernels[k].root] = k + 1;
+  const auto mergeable = [&](const kernel_group& k) { return k.elementwise && !k.matmul_epilogue; };
+  std::vector<bool> merged(plan.kernels.size(), false);
+  for (std::size_t j = 0; j < plan.kernels.size(); ++j) {
+    kernel_group& later = plan.kernels[j];
+    if (!mergeable(later)) continue;
+    const shape& space = g.instructions[later.root].shape;
+    for (std::size_t i = 0; i < j; ++i) {
+      kernel_group& earlier = plan.kernels[i];
+      if (merged[i] || !mergeable(earlier) || g.instructions[earlier.root].shape != space) continue;
+      const auto result_of_earlier = [&](ir::value_id v) { return produced_by[v] == i + 1; };
+      const auto shared = [&](ir::value_id v) {
+        return g.instructions[v].shape == space &&
+               (result_of_earlier(v) || std::ranges::find(earlier.inputs, v) != earlier.inputs.end());
+      };
+      const bool ready = std::ranges::all_of(later.inputs, [&](ir::value_id v) {
+        return produced_by[v] <= i || result_of_earlier(v);
+      });
+      if (!ready || !std::ranges::any_of(later.inputs, shared)) continue;
+      earlier.extra_results.push_back(later.root);
+      earlier.extra_results.insert(earlier.extra_results.end(), later.extra_results.begin(),
+                                   later.extra_results.end());
+      earlier.members.insert(earlier.members.end(), later.members.begin(), later.members.end());
+      std::ranges::sort(earlier.members); // value ids are a topological order
+      for (const ir::value_id v : later.inputs) {
+        if (!result_of_earlier(v) && std::ranges::find(earlier.inputs, v) == earlier.inputs.end()) {
+          earlier.inputs.push_back(v);
+        }
+      }
+      produced_by[later.root] = i + 1;
+      for (const ir::value_id v : later.extra_results) produced_by[v] = i + 1;
+      merged[j] = true;
+      break;
+    }
+  }
+  std::size_t k = 0;
+  std::erase_if(plan.kernels, [&](const kernel_group&) { return merged[k++]; });
+}
+
 } // namespace detail
 
 inline fusion_plan fuse_elementwise(const ir::graph& g) {
@@ -154,6 +207,7 @@ inline fusion_plan fuse_elementwise(const ir::graph& g) {
   // parameters) before its own root, so ascending roots is a valid order.
   std::ranges::reverse(plan.kernels);
   detail::place_matmul_epilogues(g, plan, users, is_output);
+  detail::merge_multi_output(g, plan);
   return plan;
 }
 

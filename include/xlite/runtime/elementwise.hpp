@@ -442,51 +442,61 @@ inline void compute_step(const kernel_context& c, const compile::register_step& 
 }
 
 // Runs k's program over elements [begin, begin + n) of its index space (n at most
-// chunk_elements); returns the register that holds the result, in its compute dtype.
+// chunk_elements); returns the register that holds the (first) result, in its compute dtype.
+// With `invariants_ready`, the chunk-invariant steps' registers still hold their values from
+// an earlier chunk of at least n elements, and are not computed again.
 inline const std::byte* evaluate_chunk(const kernel_context& c, register_file& regs, std::int64_t begin,
-                                       std::int64_t n) {
+                                       std::int64_t n, bool invariants_ready = false) {
   for (const compile::register_step& step : c.k.program) {
+    if (invariants_ready && step.invariant) continue;
     if (step.what == compile::register_step::kind::load) {
       load_input(c, step, regs, begin, n);
     } else {
       compute_step(c, step, regs, begin, n);
     }
   }
-  return regs.view(c.k.result_register);
+  return regs.view(c.k.result_registers[0]);
 }
 
 } // namespace detail
 
 namespace detail {
 
-// Evaluates elements [begin, end) of k's result into `out`, chunk by chunk, on this thread.
-inline void evaluate_range(const kernel_context& c, buffer& out, std::int64_t range_begin, std::int64_t range_end,
-                           bool streaming) {
+// Evaluates elements [begin, end) of k's results into `outs` (one per result), chunk by
+// chunk, on this thread. Every result of a chunk is computed before any is stored, so a
+// result may be written over an input.
+inline void evaluate_range(const kernel_context& c, std::span<buffer* const> outs, std::int64_t range_begin,
+                           std::int64_t range_end, bool streaming) {
   register_file& regs = thread_registers();
   regs.reserve(c.k.register_count);
   for (std::int64_t begin = range_begin; begin < range_end; begin += chunk_elements) {
-    const std::int64_t n = std::min(chunk_elements, range_end - begin);
-    const std::byte* result = evaluate_chunk(c, regs, begin, n);
-    visit_dtype(out.type(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      store_values(out.as<T>() + begin, reinterpret_cast<const compute_t<T>*>(result), n, streaming);
-    });
+    const std::int64_t n = std::min(chunk_elements, range_end - begin); // the first is the longest
+    evaluate_chunk(c, regs, begin, n, begin != range_begin);
+    for (std::size_t r = 0; r < outs.size(); ++r) {
+      const std::byte* result = regs.view(c.k.result_registers[r]);
+      visit_dtype(outs[r]->type(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        store_values(outs[r]->as<T>() + begin, reinterpret_cast<const compute_t<T>*>(result), n, streaming);
+      });
+    }
   }
 }
 
 } // namespace detail
 
-// Runs element-wise kernel k: inputs in the order of k.group.inputs, result into `out`
-// (which may be one of the inputs: see passes/buffer_plan.hpp).
-inline void run_elementwise(const compile::kernel& k, std::span<const buffer* const> inputs, buffer& out,
-                            thread_pool& pool) {
-  const detail::kernel_context c{k, inputs, out.shape()};
+// Runs element-wise kernel k: inputs in the order of k.group.inputs, results into `outs`
+// in the order of k.result_registers (one may be an input: see passes/buffer_plan.hpp).
+inline void run_elementwise(const compile::kernel& k, std::span<const buffer* const> inputs,
+                            std::span<buffer* const> outs, thread_pool& pool) {
+  const detail::kernel_context c{k, inputs, outs[0]->shape()};
   // Enough chunks per task that the split costs little; task boundaries are chunk
   // boundaries, so the threads never share a cache line of the result.
   const std::int64_t grain = detail::chunk_elements * 16;
-  const bool streaming = kernels::streaming_pays(static_cast<std::size_t>(out.byte_size()));
-  pool.parallel_for(out.shape().numel(), grain, [&](std::int64_t begin, std::int64_t end) {
-    detail::evaluate_range(c, out, begin, end, streaming);
+  std::int64_t written = 0;
+  for (const buffer* out : outs) written += out->byte_size();
+  const bool streaming = kernels::streaming_pays(static_cast<std::size_t>(written));
+  pool.parallel_for(outs[0]->shape().numel(), grain, [&](std::int64_t begin, std::int64_t end) {
+    detail::evaluate_range(c, outs, begin, end, streaming);
     if (streaming) kernels::streaming_fence();
   });
 }
@@ -495,7 +505,8 @@ inline void run_elementwise(const compile::kernel& k, std::span<const buffer* co
 // share of a region the GEMM has finished.
 inline void run_elementwise_range(const compile::kernel& k, std::span<const buffer* const> inputs, buffer& out,
                                   std::int64_t begin, std::int64_t end) {
-  detail::evaluate_range(detail::kernel_context{k, inputs, out.shape()}, out, begin, end, false);
+  buffer* const outs[] = {&out};
+  detail::evaluate_range(detail::kernel_context{k, inputs, out.shape()}, outs, begin, end, false);
 }
 
 } // namespace xlite::runtime

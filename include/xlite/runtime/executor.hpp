@@ -76,6 +76,7 @@ public:
     if (!where_) return;
     std::ostringstream label;
     label << (kernel_.group.elementwise ? "fused " : "") << name(root_.code) << ' ' << name(root_.type) << root_.shape;
+    if (const std::size_t extra = kernel_.group.extra_results.size()) label << " and " << extra << " more";
     profiler::record(*where_, label.str(), begin_, std::chrono::steady_clock::now(),
                      {{"instructions", std::to_string(kernel_.group.members.size())}});
   }
@@ -112,16 +113,17 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
     value[i] = p;
   }
   std::vector<buffer_ptr> slots(exe.buffers.slot_bytes.size());
-  const auto slot_for = [&](const compile::kernel& k) -> buffer_ptr& {
-    const ir::instruction& root = g.instructions[k.group.root];
-    buffer_ptr& slot = slots[exe.buffers.slot_of[k.group.root]];
+  const auto slot_for = [&](ir::value_id result) -> buffer_ptr& {
+    const ir::instruction& ins = g.instructions[result];
+    buffer_ptr& slot = slots[exe.buffers.slot_of[result]];
     if (!slot) {
-      slot = make_buffer(root.type, root.shape);
+      slot = make_buffer(ins.type, ins.shape);
     } else {
-      slot->reinterpret(root.type, root.shape);
+      slot->reinterpret(ins.type, ins.shape);
     }
     return slot;
   };
+  std::vector<buffer*> outs; // an element-wise kernel's results
   // The kernel's inputs, into a vector reused from kernel to kernel (this is the dispatch
   // path of every step); an epilogue, which runs during its matmul, has one of its own.
   std::vector<const buffer*> inputs, epilogue_inputs;
@@ -147,9 +149,15 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
       control_results[k.group.root] = detail::run_control(k, root, operands, pool);
       continue;
     }
-    buffer_ptr& slot = slot_for(k);
+    buffer_ptr& slot = slot_for(k.group.root);
     if (k.group.elementwise) {
-      run_elementwise(k, inputs_of(k, inputs), *slot, pool);
+      outs.assign({slot.get()});
+      for (const ir::value_id r : k.group.extra_results) {
+        buffer_ptr& extra = slot_for(r);
+        outs.push_back(extra.get());
+        value[r] = extra;
+      }
+      run_elementwise(k, inputs_of(k, inputs), outs, pool);
     } else if (info(root.code).kind == op_kind::reduction) {
       const ir::instruction& operand = g.instructions[root.operands[0]];
       run_reduction(k, root, inputs_of(k, inputs), operand.shape, operand.type, *slot, pool);
@@ -159,7 +167,7 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
       if (i + 1 < exe.kernels.size() && exe.kernels[i + 1].group.matmul_epilogue) {
         value[k.group.root] = slot; // the epilogue reads the product
         const compile::kernel& epilogue = exe.kernels[++i];
-        buffer_ptr& result = slot_for(epilogue);
+        buffer_ptr& result = slot_for(epilogue.group.root);
         inputs_of(epilogue, epilogue_inputs);
         run_matmul(a, b, *slot, transposed, [&](std::int64_t begin, std::int64_t count) {
           run_elementwise_range(epilogue, epilogue_inputs, *result, begin, begin + count);
