@@ -57,6 +57,15 @@ TEST_CASE("grad of an input the output does not depend on is zero", "[autodiff]"
   CHECK(values<float>(g[1]) == std::vector<float>{0, 0, 0, 0});
 }
 
+TEST_CASE("a computed tensor is device data: grad through it stops there (docs/autodiff.md)", "[autodiff]") {
+  const L x = L::from(xlite::tensor<float>{1.0f, 2.0f});
+  const L y = x * x;
+  CHECK(values<float>(grad(lazy::sum(y), {x})[0]) == std::vector<float>{2, 4}); // traced: through y
+  (void)y.to_host<float>();
+  CHECK(values<float>(grad(lazy::sum(y), {x})[0]) == std::vector<float>{0, 0}); // read: y is a leaf
+  CHECK(values<float>(grad(lazy::sum(y), {y})[0]) == std::vector<float>{1, 1});
+}
+
 TEST_CASE("grad with respect to intermediate results and with an output gradient", "[autodiff]") {
   const L x = L::from(xlite::tensor<double>{1.0, 2.0, 3.0});
   const L h = x * x;           // pending: a node of the trace, not a device value

@@ -16,11 +16,11 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "random_inputs.hpp"
 #include "xlite/compile/compiler.hpp"
 #include "xlite/expr.hpp"
 #include "xlite/lazy.hpp"
@@ -31,21 +31,8 @@ namespace {
 
 constexpr double unit_roundoff = 0x1p-24; // float's
 
-std::mt19937_64& rng() {
-  static std::mt19937_64 g(20261124);
-  return g;
-}
-
-std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
-  return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng());
-}
-
-xlite::tensor<float> random_tensor(const shape& s, double lo = -1, double hi = 1) {
-  xlite::tensor<float> t(s);
-  std::uniform_real_distribution<double> d(lo, hi);
-  for (std::int64_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>(d(rng()));
-  return t;
-}
+using random_inputs::uniform;
+using random_inputs::random_tensor;
 
 // A value computed in double and the bound its float result must be within.
 struct expected {

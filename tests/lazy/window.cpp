@@ -10,11 +10,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "random_inputs.hpp"
 #include "xlite/autodiff.hpp"
 #include "xlite/core/thread_pool.hpp"
 #include "xlite/expr.hpp"
@@ -25,22 +25,8 @@ using namespace xlite;
 
 namespace {
 
-std::mt19937_64& rng() {
-  static std::mt19937_64 g(20261123);
-  return g;
-}
-
-std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
-  return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng());
-}
-
-template <class T = float>
-xlite::tensor<T> random_tensor(const shape& s, double lo = -1, double hi = 1) {
-  xlite::tensor<T> t(s);
-  std::uniform_real_distribution<double> d(lo, hi);
-  for (std::int64_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<T>(d(rng()));
-  return t;
-}
+using random_inputs::uniform;
+using random_inputs::random_tensor;
 
 // A random input shape and a window geometry with at least one window over it; `max_ops`
 // also keeps every window's taps from falling only into the padding.
