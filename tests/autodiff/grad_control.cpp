@@ -23,8 +23,13 @@ namespace {
 std::vector<L> two_branches(const L& x, const L& w) {
   return lazy::cond(
       lazy::sum(x) > 0.0,
-      [&](const std::vector<L>& v) { return std::vector<L>{lazy::sin(v[0]) * w, v[0] * v[0]}; },
-      [&](const std::vector<L>& v) { return std::vector<L>{lazy::exp(v[0]) + w, v[0] * w * w}; }, {x});
+      [&](const std::vector<L>& v) {
+        return std::vector<L>{lazy::sin(v[0]) * w, v[0] * v[0]};
+      },
+      [&](const std::vector<L>& v) {
+        return std::vector<L>{lazy::exp(v[0]) + w, v[0] * w * w};
+      },
+      {x});
 }
 
 } // namespace
@@ -35,10 +40,12 @@ TEST_CASE("grad of cond matches finite differences on either branch", "[autodiff
     // All of x on one side of 0, so a finite-difference step never flips the predicate.
     const auto x = sign > 0 ? random_host(shape{3, 4}, 0.2, 2) : random_host(shape{3, 4}, -2, -0.2);
     const auto w = random_host(shape{4});
-    check("both results", [](const std::vector<L>& v) {
-      const std::vector<L> r = two_branches(v[0], v[1]);
-      return r[0] * 3.0 + r[1];
-    }, {x, w});
+    check("both results",
+          [](const std::vector<L>& v) {
+            const std::vector<L> r = two_branches(v[0], v[1]);
+            return r[0] * 3.0 + r[1];
+          },
+          {x, w});
     check("the first result only", [](const std::vector<L>& v) { return two_branches(v[0], v[1])[0]; }, {x, w});
     check("the second result only", [](const std::vector<L>& v) { return two_branches(v[0], v[1])[1]; }, {x, w});
   }
@@ -58,7 +65,10 @@ TEST_CASE("grad of cond skips integer operands and reaches nested conds", "[auto
               [&](const std::vector<L>& y) { return std::vector<L>{y[0]}; }, {in[0]})[0];
           return std::vector<L>{nested * lazy::cast(in[1], dtype::f64), in[1] + 1};
         },
-        [](const std::vector<L>& in) { return std::vector<L>{in[0], in[1]}; }, {v[0], count})[0];
+        [](const std::vector<L>& in) {
+          return std::vector<L>{in[0], in[1]};
+        },
+        {v[0], count})[0];
   };
   check("nested", f, {x, random_host(shape{5}, 0.5, 2)});
   check("nested, inner false branch", f, {x, random_host(shape{5}, -2, -0.5)});

@@ -141,6 +141,11 @@ TEST_CASE("grad of the layout ops", "[autodiff]") {
   check("index_select axis 0, repeated", [&](const L& t) { return lazy::index_select(t, 0, picks); },
         random_host(shape{4, 3}));
   check("index_select axis 1", [&](const L& t) { return lazy::index_select(t, 1, picks); }, random_host(shape{2, 4, 3}));
+  // Their adjoints: gather and index_select are their gradients, so second derivatives work.
+  check("scatter_add axis 1", [&](const V& t) { return lazy::scatter_add(t[0], 1, index, t[1]); },
+        {random_host(shape{2, 3}), random_host(shape{2, 4})});
+  check("index_add axis 0, repeated", [&](const V& t) { return lazy::index_add(t[0], 0, picks, t[1]); },
+        {random_host(shape{4, 3}), random_host(shape{5, 3})});
 }
 
 TEST_CASE("grad of matmul, plain, batched and broadcast", "[autodiff]") {

@@ -31,8 +31,8 @@ namespace {
 
 constexpr double unit_roundoff = 0x1p-24; // float's
 
-using random_inputs::uniform;
 using random_inputs::random_tensor;
+using random_inputs::uniform;
 
 // A value computed in double and the bound its float result must be within.
 struct expected {

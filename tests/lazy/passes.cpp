@@ -135,7 +135,8 @@ TEST_CASE("multi-output fusion: kernels over one index space that share inputs w
   const auto g = param(dtype::f32, s), m = param(dtype::f32, s), v = param(dtype::f32, s), w = param(dtype::f32, s);
   const auto lr = param(dtype::f32, shape{});
   const auto m2 = binary(op::add, binary(op::mul, m, constant(0.9)), binary(op::mul, g, constant(0.1)));
-  const auto v2 = binary(op::add, binary(op::mul, v, constant(0.999)), binary(op::mul, binary(op::mul, g, g), constant(0.001)));
+  const auto v2 =
+      binary(op::add, binary(op::mul, v, constant(0.999)), binary(op::mul, binary(op::mul, g, g), constant(0.001)));
   const auto w2 = binary(op::sub, w, binary(op::mul, lr, binary(op::div, m2, ir::elementwise(op::sqrt, {v2}))));
   auto adam = graph_of({m2, v2, w2, ir::cast(w2, dtype::bf16)});
   const auto plan = passes::fuse_elementwise(adam);
@@ -153,8 +154,8 @@ TEST_CASE("multi-output fusion: kernels over one index space that share inputs w
   // lr and the constants are the same in every chunk: loaded or made once per range.
   const auto& program = exe->kernels[0].program;
   for (const auto& step : program) {
-    const bool scalar_load = step.what == compile::register_step::kind::load &&
-                             adam.instructions[k.inputs[step.input]].shape.numel() == 1;
+    const bool scalar_load =
+        step.what == compile::register_step::kind::load && adam.instructions[k.inputs[step.input]].shape.numel() == 1;
     CHECK(step.invariant == (scalar_load || step.code == op::constant));
   }
   // ... into registers no other step writes, since later chunks skip those steps.
@@ -181,6 +182,19 @@ TEST_CASE("multi-output fusion: kernels over one index space that share inputs w
   const auto chained_plan = passes::fuse_elementwise(chained);
   REQUIRE(chained_plan.kernels.size() == 1);
   CHECK(chained_plan.kernels[0].inputs == std::vector<ir::value_id>{0});
+  // A value only the merged kernel reads is no longer written: exp(x) feeds both results.
+  const auto h = ir::elementwise(op::exp, {x});
+  auto internal = graph_of({ir::elementwise(op::tanh, {h}), binary(op::mul, h, h)});
+  const auto internal_plan = passes::fuse_elementwise(internal);
+  REQUIRE(internal_plan.kernels.size() == 1);
+  CHECK(internal_plan.kernels[0].root == internal.outputs[0]);
+  CHECK(internal_plan.kernels[0].extra_results == std::vector<ir::value_id>{internal.outputs[1]});
+  CHECK(passes::plan_buffers(internal, internal_plan).slot_bytes.size() == 2);
+  // A kernel takes at most max_merged_results results: 20 outputs of a chain make 3 kernels.
+  std::vector<ir::node_ptr> chain_outputs{ir::elementwise(op::exp, {x})};
+  while (chain_outputs.size() < 20) chain_outputs.push_back(ir::elementwise(op::tanh, {chain_outputs.back()}));
+  auto long_chain = ir::capture(chain_outputs).program;
+  CHECK(passes::fuse_elementwise(long_chain).kernels.size() == 3);
 }
 
 TEST_CASE("buffer planning reuses dead buffers and writes in place", "[passes]") {

@@ -25,8 +25,8 @@ using namespace xlite;
 
 namespace {
 
-using random_inputs::uniform;
 using random_inputs::random_tensor;
+using random_inputs::uniform;
 
 // A random input shape and a window geometry with at least one window over it; `max_ops`
 // also keeps every window's taps from falling only into the padding.

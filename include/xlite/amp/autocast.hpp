@@ -104,7 +104,7 @@ private:
       operands_as(out.type);
     } else if (i.kind == op_kind::layout || i.kind == op_kind::window) {
       // Data operands first (concat's parts share one dtype), then gather's index as is.
-      const std::size_t data_count = ins.code == op::gather || ins.code == op::index_select ? 1 : ins.operands.size();
+      const std::size_t data_count = takes_index(ins.code) ? 1 : ins.operands.size();
       const dtype t = actual(ins.operands[0]);
       for (std::size_t k = 0; k < ins.operands.size(); ++k) {
         out.operands[k] = k < data_count ? as(ins.operands[k], t) : value_[ins.operands[k]];

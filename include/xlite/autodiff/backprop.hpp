@@ -61,7 +61,7 @@ inline std::vector<ir::node_ptr> nodes_between(std::span<const ir::node_ptr> roo
 // The gradients of `targets` given `seeds[k]`, the gradient of `roots[k]` (its shape and
 // dtype): one node per target, null where no root depends on it.
 inline std::vector<ir::node_ptr> backprop(std::span<const ir::node_ptr> roots, std::span<const ir::node_ptr> seeds,
-                                   std::span<const ir::node_ptr> targets);
+                                          std::span<const ir::node_ptr> targets);
 
 namespace detail {
 
@@ -99,8 +99,7 @@ inline std::vector<ir::node_ptr> cond_vjp(const ir::node& c, std::span<const ir:
   };
   const std::vector<ir::node_ptr> on_true = backward_branch(*c.attrs().subgraphs[0]);
   const std::vector<ir::node_ptr> on_false = backward_branch(*c.attrs().subgraphs[1]);
-  const std::vector<ir::node_ptr> result =
-      ir::cond(c.operands()[0], outer_operands, placeholders, on_true, on_false);
+  const std::vector<ir::node_ptr> result = ir::cond(c.operands()[0], outer_operands, placeholders, on_true, on_false);
   for (std::size_t i = 0, k = 0; i < inputs.size(); ++i) {
     if (differentiable(inputs[i]->type())) gradients[1 + i] = result[k++];
   }

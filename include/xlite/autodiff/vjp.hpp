@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <numeric>
 #include <span>
 #include <vector>
 
@@ -102,43 +101,6 @@ inline node_ptr unslice(node_ptr g, const shape& operand, std::span<const std::i
     widths.push_back({start, operand[a] - stop});
   }
   return ir::pad(g, widths, ir::literal::of(0.0));
-}
-
-// The gradient of gather(x, axis, index): each g element added to x at the position it was
-// read from. Written as a comparison of the index with every position of the axis, summed:
-// O(index elements x axis length) work, fine for the class axis of a loss.
-inline node_ptr ungather(const node_ptr& g, const node_ptr& index, const shape& operand, std::size_t axis) {
-  const shape& s = index->shape();
-  std::vector<std::int64_t> expanded(s.begin(), s.end());
-  expanded.insert(expanded.begin() + static_cast<std::ptrdiff_t>(axis) + 1, operand[axis]);
-  std::vector<std::int64_t> with_axis(s.begin(), s.end());
-  with_axis.insert(with_axis.begin() + static_cast<std::ptrdiff_t>(axis) + 1, 1);
-  const node_ptr position = ir::iota(dtype::i64, shape(expanded), static_cast<std::int64_t>(axis) + 1);
-  const node_ptr hit = binary(op::equal, ir::reshape(index, shape(with_axis)), position);
-  const node_ptr spread = select(hit, ir::reshape(g, shape(with_axis)), scalar(0, g->type()));
-  const std::int64_t summed_axis[] = {static_cast<std::int64_t>(axis)};
-  node_ptr result = ir::reduce(op::sum, spread, summed_axis, false); // index's shape, with operand's axis length
-  std::vector<ir::padding> widths;
-  for (std::size_t a = 0; a < operand.rank(); ++a) widths.push_back({0, operand[a] - result->shape()[a]});
-  return ir::pad(result, widths, ir::literal::of(0.0));
-}
-
-// The gradient of index_select(x, axis, index): a product with the one-hot matrix of the
-// index, (rows, k) x (k, n), so rows selected twice add up.
-inline node_ptr unselect(const node_ptr& g, const node_ptr& index, const shape& operand, std::size_t axis) {
-  const std::size_t rank = operand.rank();
-  std::vector<std::int64_t> to_last(rank);
-  std::iota(to_last.begin(), to_last.end(), 0);
-  std::rotate(to_last.begin() + static_cast<std::ptrdiff_t>(axis), to_last.begin() + static_cast<std::ptrdiff_t>(axis) + 1,
-              to_last.end());
-  const node_ptr moved = ir::permute(g, to_last);
-  const std::int64_t k = index->shape()[0], n = operand[axis];
-  const node_ptr rows = ir::reshape(moved, shape{moved->shape().numel() / std::max<std::int64_t>(k, 1), k});
-  const node_ptr one_hot =
-      ir::cast(binary(op::equal, ir::reshape(index, shape{k, 1}), ir::iota(dtype::i64, shape{k, n}, 1)), g->type());
-  std::vector<std::int64_t> dims(moved->shape().begin(), moved->shape().end());
-  dims.back() = n;
-  return inverse_permute(ir::reshape(ir::matmul(rows, one_hot), shape(dims)), to_last);
 }
 
 inline std::vector<node_ptr> elementwise_vjp(const ir::node& y, const node_ptr& self, const node_ptr& g) {
@@ -262,8 +224,11 @@ inline std::vector<node_ptr> layout_vjp(const ir::node& y, const node_ptr& g) {
     }
     return parts;
   }
-  case op::gather: return {ungather(g, x[1], x[0]->shape(), static_cast<std::size_t>(ints[0])), nullptr};
-  case op::index_select: return {unselect(g, x[1], x[0]->shape(), static_cast<std::size_t>(ints[0])), nullptr};
+  // gather and index_select are adjoint to scatter_add and index_add, in pairs.
+  case op::gather: return {ir::scatter_add(g, ints[0], x[1], x[0]->shape()), nullptr};
+  case op::index_select: return {ir::index_add(g, ints[0], x[1], x[0]->shape()[static_cast<std::size_t>(ints[0])]), nullptr};
+  case op::scatter_add: return {ir::gather(g, ints[0], x[1]), nullptr};
+  case op::index_add: return {ir::index_select(g, ints[0], x[1]), nullptr};
   default: throw value_error(xlite::detail::message("grad: no gradient rule for ", name(y.code())));
   }
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <sstream>
@@ -14,6 +15,7 @@
 
 #include "xlite/amp/autocast.hpp"
 #include "xlite/compile/executable.hpp"
+#include "xlite/core/error.hpp"
 #include "xlite/ir/graph.hpp"
 #include "xlite/passes/buffer_plan.hpp"
 #include "xlite/passes/cse.hpp"
@@ -44,18 +46,30 @@ inline void lower_iota_axis(const ir::instruction& iota, const shape& index_spac
   step.attrs.ints = {static_cast<std::int64_t>(axis + index_space.rank() - iota.shape.rank())};
 }
 
-// Whether a member computes the same value in every chunk of its kernel: a constant, a
-// broadcast of a one-element input, and element-wise ops of such values.
+// The values of a kernel's program that are the same in every chunk and get a register of
+// their own: one-element inputs, constants, and element-wise ops of such values, the first
+// max_invariants of them in program order (each keeps a register for the whole program).
+inline constexpr std::size_t max_invariants = 64;
 inline std::vector<bool> chunk_invariants(const ir::graph& g, std::span<const ir::value_id> members) {
-  std::vector<bool> invariant(g.instructions.size(), false);
-  const auto member = [&](ir::value_id v) { return std::ranges::find(members, v) != members.end(); };
+  std::vector<bool> invariant(g.instructions.size(), false), member(g.instructions.size(), false);
+  for (const ir::value_id v : members) member[v] = true;
+  std::size_t count = 0;
+  const auto keep = [&](ir::value_id v) {
+    if (!invariant[v] && count < max_invariants) {
+      invariant[v] = true;
+      ++count;
+    }
+  };
   for (const ir::value_id v : members) {
     const ir::instruction& ins = g.instructions[v];
+    for (const ir::value_id o : ins.operands) {
+      if (!member[o] && g.instructions[o].shape.numel() == 1) keep(o); // a load, broadcast
+    }
     const bool per_element = info(ins.code).kind == op_kind::elementwise || ins.code == op::broadcast_to;
-    invariant[v] = ins.code == op::constant ||
-                   (per_element && std::ranges::all_of(ins.operands, [&](ir::value_id o) {
-                     return invariant[o] || (!member(o) && g.instructions[o].shape.numel() == 1);
-                   }));
+    if (ins.code == op::constant ||
+        (per_element && std::ranges::all_of(ins.operands, [&](ir::value_id o) { return invariant[o]; }))) {
+      keep(v);
+    }
   }
   return invariant;
 }
@@ -70,12 +84,9 @@ inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::val
   std::vector<std::int64_t> register_of(g.instructions.size(), -1);
   std::vector<std::size_t> last_read(g.instructions.size(), 0);
   const std::vector<bool> invariant = chunk_invariants(g, members);
-  const auto one_element_input = [&](ir::value_id v) {
-    return std::ranges::find(group.inputs, v) != group.inputs.end() && g.instructions[v].shape.numel() == 1;
-  };
   for (std::size_t s = 0; s < members.size(); ++s) {
     for (const ir::value_id operand : g.instructions[members[s]].operands) {
-      last_read[operand] = invariant[operand] || one_element_input(operand) ? members.size() : s;
+      last_read[operand] = invariant[operand] ? members.size() : s;
     }
   }
   for (const ir::value_id r : results) last_read[r] = members.size();
@@ -87,6 +98,10 @@ inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::val
       const register_id r = free_registers.back();
       free_registers.pop_back();
       return r;
+    }
+    if (k.register_count == std::numeric_limits<register_id>::max()) {
+      throw value_error(xlite::detail::message("compile: a fused kernel of ", members.size(),
+                                               " instructions needs more registers than a program can name"));
     }
     return static_cast<register_id>(k.register_count++);
   };
@@ -107,7 +122,7 @@ inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::val
         load.what = register_step::kind::load;
         load.type = g.instructions[operand].type;
         load.input = static_cast<std::uint16_t>(std::ranges::find(group.inputs, operand) - group.inputs.begin());
-        load.invariant = one_element_input(operand);
+        load.invariant = invariant[operand];
         load.result = allocate(load.invariant);
         register_of[operand] = load.result;
         k.program.push_back(std::move(load));

@@ -287,9 +287,19 @@ inline executable_ptr read_executable(reader& r, int depth) {
     check(slot == passes::buffer_plan::no_slot || slot < plan.slot_bytes.size(), "a buffer slot out of range");
   }
   for (const kernel& k : exe->kernels) {
-    check(plan.slot_of[k.group.root] != passes::buffer_plan::no_slot, "a kernel result without a buffer slot");
+    const std::size_t root_slot = plan.slot_of[k.group.root];
+    check(root_slot != passes::buffer_plan::no_slot, "a kernel result without a buffer slot");
+    // The runtime writes every result over the root's index space, each to its own slot.
+    check(!k.group.matmul_epilogue || k.group.extra_results.empty(), "an epilogue with several results");
+    std::vector<std::size_t> result_slots{root_slot};
     for (const ir::value_id v : k.group.extra_results) {
-      check(plan.slot_of[v] != passes::buffer_plan::no_slot, "a kernel result without a buffer slot");
+      const ir::instruction& result = exe->program.instructions[v];
+      check(result.code != op::parameter && result.shape == exe->program.instructions[k.group.root].shape,
+            "an extra result that is not a computed value of the root's shape");
+      check(plan.slot_of[v] != passes::buffer_plan::no_slot &&
+                std::ranges::find(result_slots, plan.slot_of[v]) == result_slots.end(),
+            "a kernel result without a buffer slot of its own");
+      result_slots.push_back(plan.slot_of[v]);
     }
   }
   exe->pass_log = r.get_text();

@@ -39,7 +39,8 @@ enum class op_kind : std::uint8_t {
   elementwise, // one result element from the operands' elements at the same (broadcast) index
   reduction,   // combines the elements along chosen axes
   source,      // no operands: a graph's parameters and constants
-  layout,      // moves elements without computing: reshape, permute, slice, gather, ...
+  layout,      // moves elements: reshape, permute, slice, gather, ... (and gather's and
+               // index_select's adjoints, which add the elements that land on one place)
   contraction, // matmul
   random,      // draws each element from a counter-based generator keyed by the operand
   control,     // runs subgraphs (while_loop, cond) and picks one of their results
@@ -104,6 +105,8 @@ inline constexpr std::size_t variadic = static_cast<std::size_t>(-1);
   X(pad, 1, layout, promote)                                                                                           \
   X(gather, 2, layout, first)                                                                                          \
   X(index_select, 2, layout, first)                                                                                    \
+  X(scatter_add, 2, layout, first)                                                                                     \
+  X(index_add, 2, layout, first)                                                                                       \
   X(unfold, 1, window, first)                                                                                          \
   X(fold, 1, window, first)                                                                                            \
   X(select_window_max, 2, window, first)                                                                               \
@@ -138,6 +141,11 @@ inline constexpr std::size_t op_count = op_table.size();
 
 constexpr const op_info& info(op o) { return op_table[static_cast<std::size_t>(o)]; }
 constexpr std::string_view name(op o) { return info(o).name; }
+
+// Whether operand 1 is an int64 index along an axis (attrs.ints[0]) rather than data.
+constexpr bool takes_index(op o) {
+  return o == op::gather || o == op::index_select || o == op::scatter_add || o == op::index_add;
+}
 
 inline std::ostream& operator<<(std::ostream& out, op o) { return out << name(o); }
 

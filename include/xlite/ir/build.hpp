@@ -311,6 +311,11 @@ inline node_ptr index_operand(op o, const node_ptr& index) {
   return cast(index, dtype::i64);
 }
 
+// The elements an op sums must be numbers: a sum of bools has no bool result.
+inline void require_numbers(op o, const node_ptr& x) {
+  if (x->type() == dtype::boolean) throw dtype_error(xlite::detail::message(name(o), ": cannot sum bool elements"));
+}
+
 } // namespace detail
 
 // torch.gather: result[p] = x[p with p[axis] replaced by index[p]]. index has x's rank and,
@@ -343,6 +348,45 @@ inline node_ptr index_select(const node_ptr& x, std::int64_t axis, const node_pt
   attributes attrs;
   attrs.ints = {static_cast<std::int64_t>(a)};
   return make_node(op::index_select, x->type(), shape(dims), {x, detail::index_operand(op::index_select, index)},
+                   std::move(attrs));
+}
+
+// gather's adjoint (XLA's scatter with add, torch's scatter_add into zeros): zeros of
+// `result_shape`, and each src[p] added at p with p[axis] replaced by index[p]. index has
+// src's shape, which fits result_shape on every other axis. Elements that land on one place
+// add up in the order of p; an index out of range is an index_error when the graph runs.
+inline node_ptr scatter_add(const node_ptr& src, std::int64_t axis, const node_ptr& index, const shape& result_shape) {
+  detail::require_numbers(op::scatter_add, src);
+  const shape& at = src->shape();
+  const std::size_t a = normalize_axis(axis, at.rank(), "scatter_add");
+  bool fits = index->shape() == at && result_shape.rank() == at.rank();
+  for (std::size_t d = 0; fits && d < at.rank(); ++d) fits = d == a || at[d] <= result_shape[d];
+  if (!fits) {
+    throw shape_error(xlite::detail::message("scatter_add: src of shape ", at, " and index of shape ", index->shape(),
+                                             " do not fit a result of shape ", result_shape, " on axes other than ",
+                                             a));
+  }
+  attributes attrs;
+  attrs.ints = {static_cast<std::int64_t>(a)};
+  return make_node(op::scatter_add, src->type(), result_shape, {src, detail::index_operand(op::scatter_add, index)},
+                   std::move(attrs));
+}
+
+// index_select's adjoint (torch's index_add into zeros): zeros with `size` positions along
+// axis, and slice k of src added at position index[k], for a 1-D index as long as src's axis.
+inline node_ptr index_add(const node_ptr& src, std::int64_t axis, const node_ptr& index, std::int64_t size) {
+  detail::require_numbers(op::index_add, src);
+  const shape& at = src->shape();
+  const std::size_t a = normalize_axis(axis, at.rank(), "index_add");
+  if (index->shape().rank() != 1 || index->shape()[0] != at[a] || size < 0) {
+    throw shape_error(xlite::detail::message("index_add: index of shape ", index->shape(), " for src of shape ", at,
+                                             " along axis ", a, " into ", size, " positions"));
+  }
+  std::vector<std::int64_t> dims(at.begin(), at.end());
+  dims[a] = size;
+  attributes attrs;
+  attrs.ints = {static_cast<std::int64_t>(a)};
+  return make_node(op::index_add, src->type(), shape(dims), {src, detail::index_operand(op::index_add, index)},
                    std::move(attrs));
 }
 

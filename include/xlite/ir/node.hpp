@@ -56,7 +56,9 @@ struct literal {
 //   concat          ints = {axis}
 //   pad             ints = low, high padding for each axis in turn, value = the fill
 //   gather,         ints = {axis}
-//   index_select
+//   index_select,
+//   scatter_add,
+//   index_add
 //   iota            ints = {axis}: the element's index along it
 //   matmul          ints = {transpose_a, transpose_b}, each 0 or 1
 //   window ops      ints = the window2d's (ir/window.hpp)

@@ -44,8 +44,7 @@ inline void print(std::ostream& out, const instruction& ins, value_id id) {
   if (ins.code == op::tuple_element) out << ", index=" << ins.attrs.ints[0];
   if (ins.code == op::while_loop) out << ", state=" << ins.attrs.ints[0];
   const bool has_axes = info(ins.code).kind == op_kind::reduction || ins.code == op::permute ||
-                        ins.code == op::concat || ins.code == op::iota || ins.code == op::gather ||
-                        ins.code == op::index_select;
+                        ins.code == op::concat || ins.code == op::iota || takes_index(ins.code);
   if (has_axes) {
     out << (ins.code == op::permute ? ", perm={" : ", axes={");
     for (std::size_t k = 0; k < ins.attrs.ints.size(); ++k) out << (k ? "," : "") << ins.attrs.ints[k];

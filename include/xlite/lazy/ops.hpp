@@ -302,6 +302,45 @@ inline tensor index_select(const tensor& x, std::int64_t axis, const tensor& ind
                       ir::index_select(x.node(), axis, index.node()));
 }
 
+// torch.scatter_add: input, with each src[p] for p over index's shape added at p with p[dim]
+// replaced by index[p]. index fits src on every axis, and input on every axis but dim.
+inline tensor scatter_add(const tensor& input, std::int64_t dim, const tensor& index, const tensor& src) {
+  const xlite::device& d = detail::common_device("scatter_add", {&input, &index, &src});
+  if (src.type() != input.type()) {
+    throw dtype_error(xlite::detail::message("scatter_add: src is ", name(src.type()), ", input ", name(input.type())));
+  }
+  const shape &at = index.shape(), &given = src.shape();
+  bool fits = at.rank() == given.rank();
+  std::vector<ir::slice_range> part;
+  for (std::size_t a = 0; fits && a < at.rank(); ++a) {
+    fits = at[a] <= given[a];
+    part.push_back({0, at[a], 1});
+  }
+  if (!fits) {
+    throw shape_error(xlite::detail::message("scatter_add: index of shape ", at, " does not fit src of shape ", given));
+  }
+  const ir::node_ptr added = ir::scatter_add(ir::slice(src.node(), part), dim, index.node(), input.shape());
+  return input + detail::make(d, added);
+}
+
+// torch.index_add: input, with slice k of source along dim added at position index[k]
+// (1-D), so that positions named twice add up.
+inline tensor index_add(const tensor& input, std::int64_t dim, const tensor& index, const tensor& source) {
+  const xlite::device& d = detail::common_device("index_add", {&input, &index, &source});
+  if (source.type() != input.type()) {
+    throw dtype_error(
+        xlite::detail::message("index_add: source is ", name(source.type()), ", input ", name(input.type())));
+  }
+  const std::size_t a = normalize_axis(dim, input.shape().rank(), "index_add");
+  const ir::node_ptr added = ir::index_add(source.node(), dim, index.node(), input.shape()[a]);
+  if (added->shape() != input.shape()) {
+    throw shape_error(xlite::detail::message("index_add: source of shape ", source.shape(),
+                                             " does not match input of shape ", input.shape(), " on axes other than ",
+                                             a));
+  }
+  return input + detail::make(d, added);
+}
+
 inline tensor matmul(const tensor& a, const tensor& b) {
   return detail::make(detail::common_device("matmul", {&a, &b}), ir::matmul(a.node(), b.node()));
 }

@@ -36,7 +36,7 @@
 namespace xlite::passes {
 
 struct kernel_group {
-  ir::value_id root;                 // the value the kernel writes
+  ir::value_id root; // the value the kernel writes
   // Multi-output fusion: the further values an element-wise kernel writes, of root's shape.
   std::vector<ir::value_id> extra_results;
   std::vector<ir::value_id> members; // in topological order; root last unless there are extra results
@@ -107,49 +107,81 @@ inline void place_matmul_epilogues(const ir::graph& g, fusion_plan& plan,
   }
 }
 
-// Merges each element-wise kernel into the first earlier one it may join (see above). It
-// may when all it reads is ready where that kernel runs: a parameter, a value of a kernel
-// before it, or one of its results. Epilogues stay as they are.
-inline void merge_multi_output(const ir::graph& g, fusion_plan& plan) {
-  constexpr std::size_t ready_anywhere = 0; // parameters (and constants have no kernel)
-  std::vector<std::size_t> produced_by(g.instructions.size(), ready_anywhere); // kernel index + 1
+// The most results and instructions a merged kernel takes: its result and invariant
+// registers are never reused (compile/compiler.hpp), so an unbounded merge would grow each
+// thread's scratch without bound.
+inline constexpr std::size_t max_merged_results = 8;
+inline constexpr std::size_t max_merged_members = 256;
+
+// Merges each element-wise kernel into the first earlier one it may join (see above): one
+// that reads or writes one of its full-size inputs, where all it reads is ready (a
+// parameter, a value of a kernel before it, or one of that kernel's results). Candidates
+// come from the kernels touching each input, so the pass costs the graph's reads, not the
+// number of kernels squared. Epilogues stay as they are. Afterwards a result that only its
+// own kernel read is a register, no longer written to memory.
+inline void merge_multi_output(const ir::graph& g, fusion_plan& plan,
+                               const std::vector<std::vector<ir::value_id>>& users,
+                               const std::vector<bool>& is_output) {
+  std::vector<std::size_t> produced_by(g.instructions.size(), 0); // kernel index + 1; 0 for parameters
   for (std::size_t k = 0; k < plan.kernels.size(); ++k) produced_by[plan.kernels[k].root] = k + 1;
+  std::vector<std::vector<std::size_t>> touching(g.instructions.size()); // kernels reading or writing a value
   const auto mergeable = [&](const kernel_group& k) { return k.elementwise && !k.matmul_epilogue; };
   std::vector<bool> merged(plan.kernels.size(), false);
   for (std::size_t j = 0; j < plan.kernels.size(); ++j) {
     kernel_group& later = plan.kernels[j];
-    if (!mergeable(later)) continue;
     const shape& space = g.instructions[later.root].shape;
-    for (std::size_t i = 0; i < j; ++i) {
-      kernel_group& earlier = plan.kernels[i];
-      if (merged[i] || !mergeable(earlier) || g.instructions[earlier.root].shape != space) continue;
-      const auto result_of_earlier = [&](ir::value_id v) { return produced_by[v] == i + 1; };
-      const auto shared = [&](ir::value_id v) {
-        return g.instructions[v].shape == space &&
-               (result_of_earlier(v) || std::ranges::find(earlier.inputs, v) != earlier.inputs.end());
-      };
-      const bool ready = std::ranges::all_of(later.inputs, [&](ir::value_id v) {
-        return produced_by[v] <= i || result_of_earlier(v);
-      });
-      if (!ready || !std::ranges::any_of(later.inputs, shared)) continue;
+    std::size_t into = j;
+    if (mergeable(later)) {
+      std::vector<std::size_t> candidates;
+      for (const ir::value_id v : later.inputs) {
+        if (g.instructions[v].shape == space)
+          candidates.insert(candidates.end(), touching[v].begin(), touching[v].end());
+      }
+      std::ranges::sort(candidates);
+      for (const std::size_t i : candidates) {
+        const kernel_group& earlier = plan.kernels[i];
+        const bool fits = earlier.extra_results.size() + 1 < max_merged_results &&
+                          earlier.members.size() + later.members.size() <= max_merged_members;
+        const bool ready = std::ranges::all_of(later.inputs, [&](ir::value_id v) { return produced_by[v] <= i + 1; });
+        if (mergeable(earlier) && g.instructions[earlier.root].shape == space && fits && ready) {
+          into = i;
+          break;
+        }
+      }
+    }
+    if (into != j) {
+      kernel_group& earlier = plan.kernels[into];
       earlier.extra_results.push_back(later.root);
-      earlier.extra_results.insert(earlier.extra_results.end(), later.extra_results.begin(),
-                                   later.extra_results.end());
       earlier.members.insert(earlier.members.end(), later.members.begin(), later.members.end());
       std::ranges::sort(earlier.members); // value ids are a topological order
       for (const ir::value_id v : later.inputs) {
-        if (!result_of_earlier(v) && std::ranges::find(earlier.inputs, v) == earlier.inputs.end()) {
+        if (produced_by[v] != into + 1 && std::ranges::find(earlier.inputs, v) == earlier.inputs.end()) {
           earlier.inputs.push_back(v);
         }
       }
-      produced_by[later.root] = i + 1;
-      for (const ir::value_id v : later.extra_results) produced_by[v] = i + 1;
+      produced_by[later.root] = into + 1;
       merged[j] = true;
-      break;
     }
+    for (const ir::value_id v : later.inputs) touching[v].push_back(into);
+    touching[later.root].push_back(into);
   }
   std::size_t k = 0;
   std::erase_if(plan.kernels, [&](const kernel_group&) { return merged[k++]; });
+
+  for (kernel_group& kernel : plan.kernels) {
+    if (kernel.extra_results.empty()) continue;
+    const auto read_outside = [&](ir::value_id r) {
+      return is_output[r] || std::ranges::any_of(users[r], [&](ir::value_id u) {
+               return !std::ranges::binary_search(kernel.members, u);
+             });
+    };
+    // The last result has a reader outside (it is read after every member), so one stays.
+    std::vector<ir::value_id> results{kernel.root};
+    results.insert(results.end(), kernel.extra_results.begin(), kernel.extra_results.end());
+    std::erase_if(results, [&](ir::value_id r) { return !read_outside(r); });
+    kernel.root = results.front();
+    kernel.extra_results.assign(results.begin() + 1, results.end());
+  }
 }
 
 } // namespace detail
@@ -207,7 +239,7 @@ inline fusion_plan fuse_elementwise(const ir::graph& g) {
   // parameters) before its own root, so ascending roots is a valid order.
   std::ranges::reverse(plan.kernels);
   detail::place_matmul_epilogues(g, plan, users, is_output);
-  detail::merge_multi_output(g, plan);
+  detail::merge_multi_output(g, plan, users, is_output);
   return plan;
 }
 

@@ -445,8 +445,8 @@ inline void compute_step(const kernel_context& c, const compile::register_step& 
 // chunk_elements); returns the register that holds the (first) result, in its compute dtype.
 // With `invariants_ready`, the chunk-invariant steps' registers still hold their values from
 // an earlier chunk of at least n elements, and are not computed again.
-inline const std::byte* evaluate_chunk(const kernel_context& c, register_file& regs, std::int64_t begin,
-                                       std::int64_t n, bool invariants_ready = false) {
+inline const std::byte* evaluate_chunk(const kernel_context& c, register_file& regs, std::int64_t begin, std::int64_t n,
+                                       bool invariants_ready = false) {
   for (const compile::register_step& step : c.k.program) {
     if (invariants_ready && step.invariant) continue;
     if (step.what == compile::register_step::kind::load) {

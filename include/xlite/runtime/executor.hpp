@@ -26,6 +26,7 @@
 #include "xlite/runtime/matmul.hpp"
 #include "xlite/runtime/profiler.hpp"
 #include "xlite/runtime/reduce.hpp"
+#include "xlite/runtime/scatter.hpp"
 #include "xlite/runtime/window.hpp"
 
 namespace xlite::runtime {
@@ -183,6 +184,8 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
       for (const ir::value_id v : root.operands) inputs.push_back(value[v].get());
       if (info(root.code).kind == op_kind::window) {
         run_window(root, inputs, *slot, pool);
+      } else if (root.code == op::scatter_add || root.code == op::index_add) {
+        run_scatter(root, inputs, *slot, pool);
       } else {
         run_layout(root, inputs, *slot, pool);
       }
