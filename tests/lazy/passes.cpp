@@ -2,7 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "xlite/compile/compiler.hpp"
 #include "xlite/ir/build.hpp"
@@ -10,6 +12,7 @@
 #include "xlite/passes/buffer_plan.hpp"
 #include "xlite/passes/cse.hpp"
 #include "xlite/passes/dce.hpp"
+#include "xlite/passes/fold.hpp"
 #include "xlite/passes/fusion.hpp"
 #include "xlite/passes/simplify.hpp"
 
@@ -51,6 +54,35 @@ TEST_CASE("simplify drops the identities that keep IEEE semantics", "[passes]") 
   // -(-x) is x.
   auto negation = graph_of({ir::elementwise(op::neg, {ir::elementwise(op::neg, {x})})});
   CHECK(passes::simplify(negation) == 1);
+}
+
+TEST_CASE("constant folding replaces ops on constants, chains included, by the evaluator's values", "[passes]") {
+  // An evaluator that adds in double and declines everything else.
+  std::size_t asked = 0;
+  const passes::constant_evaluator add_only = [&](const ir::graph& g, const ir::instruction& ins) {
+    ++asked;
+    std::optional<ir::literal> value;
+    if (ins.code == op::add) {
+      value = ir::literal::of(g.instructions[ins.operands[0]].attrs.value.real +
+                              g.instructions[ins.operands[1]].attrs.value.real);
+    }
+    return value;
+  };
+  const auto x = param(dtype::f32, shape{4});
+  const auto three = binary(op::add, binary(op::add, constant(1), constant(1)), constant(1));
+  auto g = graph_of({binary(op::mul, x, three), ir::elementwise(op::exp, {three}),
+                     binary(op::add, ir::broadcast_to(constant(1), shape{4}), constant(1))});
+  CHECK(passes::fold_constants(g, add_only) == 2);
+  CHECK(asked == 3); // the two adds and exp; nothing that reads x or a broadcast
+  const ir::instruction& folded = g.instructions[g.instructions[g.outputs[0]].operands[1]];
+  CHECK(folded.code == op::constant);
+  CHECK(folded.attrs.value.real == 3);
+  CHECK(folded.operands.empty());
+  CHECK(g.instructions[g.outputs[1]].code == op::exp); // declined: it stays
+  CHECK(g.instructions[g.outputs[2]].code == op::add); // reads a broadcast: it stays
+  passes::eliminate_dead_code(g);
+  // 3, and the two 1s of the add that stays; the 1s that made 3 are dead.
+  CHECK(std::ranges::count(g.instructions, op::constant, &ir::instruction::code) == 3);
 }
 
 TEST_CASE("CSE merges equal instructions and DCE removes what no output needs", "[passes]") {

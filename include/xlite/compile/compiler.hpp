@@ -1,7 +1,7 @@
 #pragma once
 
 // The compiler driver: graph in, executable out. Runs the passes in order (autocast for
-// the mixed-precision policy, simplify, CSE, DCE, then fusion and buffer planning) and lowers each fused kernel (element-wise,
+// the mixed-precision policy, constant folding, simplify, CSE, DCE, then fusion and buffer planning) and lowers each fused kernel (element-wise,
 // or a reduction with the ops that feed it) to its register program.
 
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include "xlite/passes/buffer_plan.hpp"
 #include "xlite/passes/cse.hpp"
 #include "xlite/passes/dce.hpp"
+#include "xlite/passes/fold.hpp"
 #include "xlite/passes/fusion.hpp"
 #include "xlite/passes/simplify.hpp"
 
@@ -29,7 +30,7 @@ namespace xlite::compile {
 // executable's meaning): it is part of the cache key, so entries an older compiler wrote
 // to a persistent cache are not run by a newer one. tests/lazy/serialize.cpp holds a
 // digest of a compiled sample that fails when the output changes and the revision did not.
-inline constexpr std::uint32_t compiler_revision = 4;
+inline constexpr std::uint32_t compiler_revision = 5;
 
 namespace detail {
 
@@ -155,7 +156,9 @@ inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::val
 } // namespace detail
 
 // `precision` applies to g's own instructions; control-flow bodies compile as traced.
-inline executable_ptr compile_graph(ir::graph g, amp::policy precision = {}) {
+// Constants fold only with an evaluator (the runtime passes runtime::evaluate_constant).
+inline executable_ptr compile_graph(ir::graph g, amp::policy precision = {},
+                                    const passes::constant_evaluator& evaluate = {}) {
   auto result = std::make_shared<executable>();
   result->hash = ir::structural_hash(g);
   std::ostringstream log;
@@ -164,6 +167,7 @@ inline executable_ptr compile_graph(ir::graph g, amp::policy precision = {}) {
     g = amp::apply(g, precision);
     log << "autocast " << amp::name(precision.mode) << ": " << g.instructions.size() - before << " casts\n";
   }
+  if (evaluate) log << "fold: " << passes::fold_constants(g, evaluate) << " folded\n";
   log << "simplify: " << passes::simplify(g) << " rewritten\n";
   log << "cse: " << passes::eliminate_common_subexpressions(g) << " merged\n";
   log << "dce: " << passes::eliminate_dead_code(g) << " removed\n";
@@ -183,7 +187,7 @@ inline executable_ptr compile_graph(ir::graph g, amp::policy precision = {}) {
       const std::span<const ir::value_id> producers(group.members.data(), group.members.size() - 1);
       detail::lower_program(g, k, producers, std::span(&g.instructions[group.root].operands[0], 1));
     }
-    for (const auto& sub : g.instructions[group.root].attrs.subgraphs) k.subprograms.push_back(compile_graph(*sub));
+    for (const auto& sub : g.instructions[group.root].attrs.subgraphs) k.subprograms.push_back(compile_graph(*sub, {}, evaluate));
     result->kernels.push_back(std::move(k));
   }
   result->program = std::move(g);

@@ -35,6 +35,7 @@
 #include "xlite/ir/graph.hpp"
 #include "xlite/runtime/compile_analysis.hpp"
 #include "xlite/runtime/device.hpp"
+#include "xlite/runtime/elementwise.hpp"
 #include "xlite/runtime/graph_dump.hpp"
 #include "xlite/runtime/metrics.hpp"
 #include "xlite/runtime/profiler.hpp"
@@ -187,7 +188,7 @@ inline compile::executable_ptr find_or_compile(const ir::graph& captured, const 
   {
     profiler::scope compiling(profiler::track::host_compile(), "compile", {{"graph hash", debug::detail::hex(graph_hash)}});
     metrics::timer timing("CompileTime");
-    compiled = compile::compile_graph(captured, precision);
+    compiled = compile::compile_graph(captured, precision, evaluate_constant);
   }
   counters.uncached.fetch_add(1, std::memory_order_relaxed);
   debug::analyse_compilation(captured, graph_hash, cause);

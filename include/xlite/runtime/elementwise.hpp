@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "xlite/core/aligned_memory.hpp"
 #include "xlite/core/dtype_dispatch.hpp"
 #include "xlite/core/thread_pool.hpp"
+#include "xlite/ir/graph.hpp"
 #include "xlite/kernels/convert.hpp"
 #include "xlite/kernels/elementwise.hpp"
 #include "xlite/kernels/random.hpp"
@@ -507,6 +509,47 @@ inline void run_elementwise_range(const compile::kernel& k, std::span<const buff
                                   std::int64_t begin, std::int64_t end) {
   buffer* const outs[] = {&out};
   detail::evaluate_range(detail::kernel_context{k, inputs, out.shape()}, outs, begin, end, false);
+}
+
+
+// The value of `ins`, an element-wise instruction of g whose operands are constants, as
+// its kernel computes it: a two-step program (the constants, then the op) run by the same
+// compute_step, over a chunk wide enough for the SIMD path the kernel takes, so a folded
+// constant is bitwise the value the unfolded graph gives (passes/fold.hpp).
+inline std::optional<ir::literal> evaluate_constant(const ir::graph& g, const ir::instruction& ins) {
+  constexpr std::int64_t lanes = 64; // at least one batch of every compute dtype
+  compile::kernel k;
+  const auto arity = static_cast<compile::register_id>(ins.operands.size());
+  for (compile::register_id r = 0; r < arity; ++r) {
+    const ir::instruction& operand = g.instructions[ins.operands[r]];
+    compile::register_step load_constant;
+    load_constant.code = op::constant;
+    load_constant.type = operand.type;
+    load_constant.attrs = operand.attrs;
+    load_constant.result = r;
+    k.program.push_back(std::move(load_constant));
+  }
+  compile::register_step step;
+  step.code = ins.code;
+  step.type = ins.type;
+  step.operand_type = g.instructions[ins.operands.back()].type; // as compile::lower_program sets it
+  step.attrs = ins.attrs;
+  for (compile::register_id r = 0; r < arity; ++r) step.operands.push_back(r);
+  step.result = arity;
+  k.program.push_back(std::move(step));
+  k.result_registers = {arity};
+  k.register_count = static_cast<std::uint16_t>(arity + 1);
+
+  detail::register_file regs;
+  regs.reserve(k.register_count);
+  const shape index_space{lanes};
+  const std::byte* value = detail::evaluate_chunk(detail::kernel_context{k, {}, index_space}, regs, 0, lanes);
+  return detail::visit_compute(ins.type, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    const C first = *reinterpret_cast<const C*>(value);
+    return std::is_floating_point_v<C> ? ir::literal::of(static_cast<double>(first))
+                                       : ir::literal::of(static_cast<std::int64_t>(first));
+  });
 }
 
 } // namespace xlite::runtime
