@@ -137,6 +137,55 @@ TEST_CASE("ir_text and ir_dot show the pending graph without running it", "[debu
   CHECK(y.to_host<float>()(1, 2) == Approx(2 * std::exp(1.0f)));
 }
 
+// Turns ir debugging on for one test.
+struct ir_debug_scope {
+  bool previous = ir::debug_enabled();
+  ir_debug_scope() { ir::set_debug(true); }
+  ~ir_debug_scope() { ir::set_debug(previous); }
+};
+
+TEST_CASE("with ir debugging on, ir_text names the line of the program that made each instruction", "[debug]") {
+  const auto x = lazy::tensor::from(xlite::tensor<float>({2, 3}, 1.0f));
+  mark_step();
+  std::string text;
+  int exp_line = 0, sum_line = 0;
+  {
+    ir_debug_scope debugging;
+    exp_line = __LINE__ + 1;
+    const auto y = lazy::exp(x) * 2.0f;
+    sum_line = __LINE__ + 1;
+    const auto total = lazy::sum(y);
+    text = debug::ir_text({total});
+  }
+  INFO(text);
+  const auto line_of = [&](const std::string& op) {
+    const auto at = text.find(op);
+    return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+  };
+  const auto at_line = [](int line) { return "/tests/lazy/debug.cpp:" + std::to_string(line) + " ("; };
+  CHECK(contains(line_of(" exp("), ", location="));
+  CHECK(contains(line_of(" exp("), at_line(exp_line)));
+  CHECK(contains(line_of(" mul("), at_line(exp_line)));
+  CHECK(contains(line_of(" sum("), at_line(sum_line)));
+  // Off, nothing is recorded: the same graph prints without locations.
+  CHECK_FALSE(contains(debug::ir_text({lazy::sum(lazy::exp(x))}), "location="));
+}
+
+TEST_CASE("call stacks name the user's function without line information, and unknown without a stack",
+          "[debug]") {
+  detail::source_position library{"xlite::lazy::exp(xlite::lazy::tensor const&)", "??:0"};
+  detail::source_position user{"train_step(xlite::lazy::tensor const&)", "??:0"};
+  detail::source_position standard{"std::function<void ()>::operator()() const", "/usr/include/c++/12/bits/std_function.h:591"};
+  detail::source_position with_line{"main", "/src/train.cpp:12"};
+  const detail::source_position* no_lines[] = {&library, &standard, &user};
+  CHECK(detail::describe(no_lines) == "train_step(xlite::lazy::tensor const&)");
+  const detail::source_position* lines[] = {&library, &standard, &user, &with_line};
+  CHECK(detail::describe(lines) == "/src/train.cpp:12 (main)");
+  CHECK(detail::describe({}) == "unknown");
+  const call_stack* none[] = {nullptr};
+  CHECK(user_locations(none) == std::vector<std::string>{"unknown"});
+}
+
 TEST_CASE("ir_dot draws a loop's bodies as clusters", "[debug]") {
   const auto limit = lazy::tensor::from(xlite::tensor<std::int64_t>(shape{}, 3));
   const auto looped = lazy::while_loop([&](const auto& s) { return s[0] < limit; },
@@ -153,6 +202,7 @@ TEST_CASE("XLITE_SAVE_TENSORS_FILE appends each graph that runs", "[.xlite_save_
   const fs::path file = std::getenv("XLITE_SAVE_TENSORS_FILE");
   fs::remove(file);
   const auto x = lazy::tensor::from(xlite::tensor<float>({4}, 1.0f));
+  const int traced_at = __LINE__ + 2;
   for (int step = 0; step < 2; ++step) {
     const auto y = lazy::sqrt(x + static_cast<float>(step + 2));
     mark_step();
@@ -169,6 +219,12 @@ TEST_CASE("XLITE_SAVE_TENSORS_FILE appends each graph that runs", "[.xlite_save_
     CHECK(occurrences(saved, "digraph xlite {") == 2);
   } else {
     CHECK(occurrences(saved, "sqrt(%") == 2);
+  }
+  if (ir::debug_enabled()) { // also run with XLITE_IR_DEBUG=1: each line says where it was traced
+    CHECK(occurrences(saved, "location=") == 8); // four instructions in each graph
+    CHECK(occurrences(saved, "/debug.cpp:" + std::to_string(traced_at) + " (") == 8);
+  } else {
+    CHECK_FALSE(contains(saved, "location="));
   }
 }
 

@@ -131,6 +131,8 @@ void walk_post_order(const node* root, Known&& known, Visit&& visit) {
 struct captured_graph {
   graph program;
   std::vector<std::shared_ptr<const parameter_source>> parameters;
+  // Where each instruction's node was made, by value id: filled when ir::debug_enabled().
+  std::vector<std::shared_ptr<const call_stack>> origins;
 };
 
 // The graph that computes `outputs` from a trace. Nodes reached along several paths appear
@@ -141,12 +143,17 @@ inline captured_graph capture(std::span<const node_ptr> outputs, std::span<const
   captured_graph result;
   graph& g = result.program;
   detail::pointer_index index, parameter_index; // by node, by parameter source
+  const bool with_origins = debug_enabled();
+  const auto add_instruction = [&](instruction ins, const node& n) {
+    g.instructions.push_back(std::move(ins));
+    if (with_origins) result.origins.push_back(n.origin());
+    return static_cast<value_id>(g.instructions.size() - 1);
+  };
   const auto add_parameter = [&](const node& n) {
     instruction ins{op::parameter, n.type(), n.shape(), {}, {}};
     ins.attrs.ints = {static_cast<std::int64_t>(g.parameter_count++)};
     result.parameters.push_back(n.code() == op::parameter ? n.source() : nullptr);
-    g.instructions.push_back(std::move(ins));
-    return static_cast<value_id>(g.instructions.size() - 1);
+    return add_instruction(std::move(ins), n);
   };
   for (const node_ptr& b : boundary) {
     if (!index.contains(b.get())) index.insert(b.get(), add_parameter(*b));
@@ -163,8 +170,7 @@ inline captured_graph capture(std::span<const node_ptr> outputs, std::span<const
           instruction ins{n->code(), n->type(), n->shape(), {}, n->attrs()};
           ins.operands.reserve(n->operands().size());
           for (const node_ptr& operand : n->operands()) ins.operands.push_back(index.at(operand.get()));
-          index.insert(n, static_cast<value_id>(g.instructions.size()));
-          g.instructions.push_back(std::move(ins));
+          index.insert(n, add_instruction(std::move(ins), *n));
         });
     g.outputs.push_back(index.at(out.get()));
   }

@@ -7,6 +7,9 @@
 //
 // A node knows its result's dtype and shape from the moment it is made (ir/infer.hpp), so
 // errors surface at the line that traced the op, not at the barrier.
+//
+// With XLITE_IR_DEBUG=1 (or ir::set_debug(true)) a node also keeps the call stack that made
+// it, and printed graphs say which line of the program each instruction comes from.
 
 #include <atomic>
 #include <bit>
@@ -16,11 +19,24 @@
 #include <utility>
 #include <vector>
 
+#include "xlite/core/call_stack.hpp"
 #include "xlite/core/dtype.hpp"
+#include "xlite/core/env.hpp"
 #include "xlite/core/op.hpp"
 #include "xlite/core/shape.hpp"
 
 namespace xlite::ir {
+
+namespace detail {
+inline std::atomic<bool>& debug_flag() {
+  static std::atomic<bool> flag{env_integer("XLITE_IR_DEBUG", 0, 1).value_or(0) == 1};
+  return flag;
+}
+} // namespace detail
+
+// Whether new nodes record where they were made: XLITE_IR_DEBUG=1, or set_debug(true).
+inline bool debug_enabled() noexcept { return detail::debug_flag().load(std::memory_order_relaxed); }
+inline void set_debug(bool on) noexcept { detail::debug_flag().store(on, std::memory_order_relaxed); }
 
 // Where a graph parameter's value comes from: a device buffer, which the IR does not know
 // about. The runtime derives its buffers from this so parameter nodes can hold them.
@@ -89,7 +105,7 @@ public:
   node(op code, dtype type, xlite::shape result_shape, std::vector<node_ptr> operands, attributes attrs = {},
        std::shared_ptr<const parameter_source> source = nullptr)
       : code_(code), type_(type), shape_(result_shape), operands_(std::move(operands)), attrs_(std::move(attrs)),
-        source_(std::move(source)) {}
+        source_(std::move(source)), origin_(debug_enabled() ? call_stack::capture() : nullptr) {}
 
   // A trace left without a barrier can be a chain of 10^5 nodes; the implicit destructor would
   // recurse once per node and overflow the stack. The operands that die with this node are
@@ -119,6 +135,8 @@ public:
   const attributes& attrs() const noexcept { return attrs_; }
   // For op::parameter: the buffer that supplies the value.
   const std::shared_ptr<const parameter_source>& source() const noexcept { return source_; }
+  // Where the program made this node, if ir::debug_enabled() was on then.
+  const std::shared_ptr<const call_stack>& origin() const noexcept { return origin_; }
 
 private:
   op code_;
@@ -127,6 +145,7 @@ private:
   mutable std::vector<node_ptr> operands_; // mutable only for the destructor's unlinking
   attributes attrs_;
   std::shared_ptr<const parameter_source> source_;
+  std::shared_ptr<const call_stack> origin_;
 };
 
 } // namespace xlite::ir

@@ -7,11 +7,18 @@
 //   %2 = f32[2,3] mul(%0, %1)
 //   %3 = f32[2] sum(%2), axes={1}
 //   outputs: %3
+//
+// Given the origins a capture recorded (XLITE_IR_DEBUG), each line of the graph's own
+// instructions ends with the line of the program that made it: `, location=train.cpp:42 (step)`.
 
+#include <memory>
 #include <ostream>
+#include <span>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "xlite/core/call_stack.hpp"
 #include "xlite/core/op.hpp"
 #include "xlite/ir/graph.hpp"
 #include "xlite/ir/window.hpp"
@@ -76,12 +83,15 @@ inline void print(std::ostream& out, const instruction& ins, value_id id) {
 
 namespace detail {
 
-// A control op's subgraphs follow it, indented, each under its role.
-inline void print_graph(std::ostream& out, const graph& g, const std::string& indent) {
+// A control op's subgraphs follow it, indented, each under its role. `locations`, if not
+// empty, has one entry per instruction of g.
+inline void print_graph(std::ostream& out, const graph& g, const std::string& indent,
+                        std::span<const std::string> locations = {}) {
   for (std::size_t id = 0; id < g.instructions.size(); ++id) {
     const instruction& ins = g.instructions[id];
     out << indent;
     print(out, ins, static_cast<value_id>(id));
+    if (!locations.empty()) out << ", location=" << locations[id];
     out << '\n';
     for (std::size_t k = 0; k < ins.attrs.subgraphs.size(); ++k) {
       static constexpr const char* while_roles[] = {"cond", "body"};
@@ -103,9 +113,16 @@ inline std::ostream& operator<<(std::ostream& out, const graph& g) {
   return out;
 }
 
-inline std::string to_text(const graph& g) {
+// `origins`: by value id, as ir::capture records them; empty for none.
+inline std::string to_text(const graph& g, std::span<const std::shared_ptr<const call_stack>> origins = {}) {
   std::ostringstream out;
-  out << g;
+  if (origins.size() == g.instructions.size() && !origins.empty()) {
+    std::vector<const call_stack*> stacks;
+    for (const auto& o : origins) stacks.push_back(o.get());
+    detail::print_graph(out, g, "", user_locations(stacks));
+  } else {
+    out << g;
+  }
   return out.str();
 }
 

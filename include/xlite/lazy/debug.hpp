@@ -17,17 +17,21 @@
 namespace xlite::debug {
 
 namespace detail {
-inline ir::graph pending_graph(std::span<const lazy::tensor> tensors) {
+inline ir::captured_graph pending_graph(std::span<const lazy::tensor> tensors) {
   std::vector<ir::node_ptr> outputs;
   for (const lazy::tensor& t : tensors) outputs.push_back(t.node());
-  return ir::capture(outputs).program;
+  return ir::capture(outputs);
 }
 } // namespace detail
 
-inline std::string ir_text(std::span<const lazy::tensor> tensors) { return ir::to_text(detail::pending_graph(tensors)); }
+// With XLITE_IR_DEBUG=1 each instruction says which line of the program made it.
+inline std::string ir_text(std::span<const lazy::tensor> tensors) {
+  const ir::captured_graph captured = detail::pending_graph(tensors);
+  return ir::to_text(captured.program, captured.origins);
+}
 inline std::string ir_text(std::initializer_list<lazy::tensor> tensors) { return ir_text(std::span<const lazy::tensor>(tensors.begin(), tensors.size())); }
 
-inline std::string ir_dot(std::span<const lazy::tensor> tensors) { return ir::to_dot(detail::pending_graph(tensors)); }
+inline std::string ir_dot(std::span<const lazy::tensor> tensors) { return ir::to_dot(detail::pending_graph(tensors).program); }
 inline std::string ir_dot(std::initializer_list<lazy::tensor> tensors) { return ir_dot(std::span<const lazy::tensor>(tensors.begin(), tensors.size())); }
 
 } // namespace xlite::debug

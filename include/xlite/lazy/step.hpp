@@ -54,7 +54,7 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states, con
       }
       parameters.push_back(std::const_pointer_cast<runtime::device_data>(std::move(data)));
     }
-    exe = runtime::find_or_compile(captured.program, {cause.reason, cause.where, d.ordinal()});
+    exe = runtime::find_or_compile(captured.program, {cause.reason, cause.where, d.ordinal()}, captured.origins);
   } catch (...) {
     // The tensors hold the error, and the trace goes on without them.
     for (const auto& r : results) r->fail(std::current_exception());

@@ -23,6 +23,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -158,13 +159,15 @@ inline void set_compilation_cache_capacity(std::size_t capacity) {
 // Empties the in-memory cache; the persistent one keeps its entries.
 inline void clear_compilation_cache() { compile::default_cache().clear(); }
 
-// The executable for `captured`, from a cache or compiled now.
-inline compile::executable_ptr find_or_compile(const ir::graph& captured, const debug::step_cause& cause) {
+// The executable for `captured`, from a cache or compiled now. `origins` (by value id, from
+// ir::capture with XLITE_IR_DEBUG) go into the saved graphs.
+inline compile::executable_ptr find_or_compile(const ir::graph& captured, const debug::step_cause& cause,
+                                               std::span<const std::shared_ptr<const call_stack>> origins = {}) {
   const std::uint64_t graph_hash = ir::structural_hash(captured);
   const amp::policy precision = amp::current_policy();
   const compile_context& context = current_compile_context(precision);
   const std::uint64_t key = detail::cache_key(graph_hash, context);
-  debug::save_graph_if_requested(captured, graph_hash, cause);
+  debug::save_graph_if_requested(captured, graph_hash, cause, origins);
   debug::analyse_execution(captured, graph_hash, cause);
   auto& counters = detail::counters();
   if (auto found = compile::default_cache().find(key, captured)) {

@@ -10,11 +10,14 @@
 #include <cstdint>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
+#include "xlite/core/call_stack.hpp"
 #include "xlite/core/env.hpp"
 #include "xlite/ir/dot.hpp"
 #include "xlite/ir/print.hpp"
@@ -55,7 +58,8 @@ inline graph_dump& dump_state() {
 
 // Appends `g` to XLITE_SAVE_TENSORS_FILE, if it is set. A file that cannot be opened is
 // warned about once; the program goes on.
-inline void save_graph_if_requested(const ir::graph& g, std::uint64_t hash, const step_cause& cause) {
+inline void save_graph_if_requested(const ir::graph& g, std::uint64_t hash, const step_cause& cause,
+                                    std::span<const std::shared_ptr<const call_stack>> origins = {}) {
   auto& state = detail::dump_state();
   if (!state.settings.path) return;
   std::scoped_lock lock(state.mutex);
@@ -69,7 +73,7 @@ inline void save_graph_if_requested(const ir::graph& g, std::uint64_t hash, cons
   }
   out << "# graph " << state.runs++ << ", hash " << detail::hex(hash) << ", run by " << cause.reason << " at "
       << detail::location(cause.where) << '\n';
-  out << (state.settings.dot ? ir::to_dot(g) : ir::to_text(g)) << '\n';
+  out << (state.settings.dot ? ir::to_dot(g) : ir::to_text(g, origins)) << '\n';
 }
 
 } // namespace xlite::debug
