@@ -110,11 +110,8 @@ inline std::vector<ir::node_ptr> cond_vjp(const ir::node& c, std::span<const ir:
 
 inline std::vector<ir::node_ptr> backprop(std::span<const ir::node_ptr> roots, std::span<const ir::node_ptr> seeds,
                                           std::span<const ir::node_ptr> targets) {
-  const std::unordered_set<const ir::node*> target_set = [&] {
-    std::unordered_set<const ir::node*> set;
-    for (const ir::node_ptr& t : targets) set.insert(t.get());
-    return set;
-  }();
+  std::unordered_set<const ir::node*> target_set;
+  for (const ir::node_ptr& t : targets) target_set.insert(t.get());
   // A node's gradient; a control op's, one per result, gathered from its tuple_element nodes.
   std::unordered_map<const ir::node*, ir::node_ptr> adjoint;
   std::unordered_map<const ir::node*, std::vector<ir::node_ptr>> result_adjoints;

@@ -8,7 +8,6 @@
 // Sums are kept in the compute dtype (float for bf16 and f16) and rounded once.
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <span>
 #include <type_traits>
@@ -21,6 +20,7 @@
 #include "xlite/kernels/convert.hpp"
 #include "xlite/runtime/buffer.hpp"
 #include "xlite/runtime/elementwise.hpp"
+#include "xlite/runtime/layout.hpp"
 
 namespace xlite::runtime {
 
@@ -33,13 +33,7 @@ template <class T, class C>
 void scatter_lines(const T* src, const shape& src_shape, const std::int64_t* index, bool index_of_slice,
                    std::size_t axis, C* sums, const shape& result_shape, op code, thread_pool& pool) {
   const std::size_t rank = src_shape.rank();
-  std::array<std::int64_t, max_rank> src_strides{}, result_strides{};
-  for (std::size_t a = rank, s = 1, r = 1; a-- > 0;) {
-    src_strides[a] = static_cast<std::int64_t>(s);
-    result_strides[a] = static_cast<std::int64_t>(r);
-    s *= static_cast<std::size_t>(src_shape[a]);
-    r *= static_cast<std::size_t>(result_shape[a]);
-  }
+  const strides_t src_strides = row_major_strides(src_shape), result_strides = row_major_strides(result_shape);
   const std::int64_t length = src_shape[axis], positions = result_shape[axis];
   const std::int64_t lines = length == 0 ? 0 : src_shape.numel() / length;
   pool.parallel_for(lines, 256, [&](std::int64_t begin, std::int64_t end) {
