@@ -167,20 +167,59 @@ TEST_CASE("with ir debugging on, ir_text names the line of the program that made
   CHECK(contains(line_of(" exp("), at_line(exp_line)));
   CHECK(contains(line_of(" mul("), at_line(exp_line)));
   CHECK(contains(line_of(" sum("), at_line(sum_line)));
-  // Off, nothing is recorded: the same graph prints without locations.
-  CHECK_FALSE(contains(debug::ir_text({lazy::sum(lazy::exp(x))}), "location="));
+  // Off, nothing is recorded. (x's parameter node, made at its first use above, keeps its
+  // origin: a fresh tensor here.)
+  const auto z = lazy::tensor::from(xlite::tensor<float>({2, 3}, 1.0f));
+  const auto off = lazy::exp(z);
+  CHECK(off.node()->origin() == nullptr);
+  CHECK_FALSE(contains(debug::ir_text({lazy::sum(off)}), "location="));
 }
 
-TEST_CASE("call stacks name the user's function without line information, and unknown without a stack",
+// Run by CTest with XLITE_IR_DEBUG=yes.
+TEST_CASE("XLITE_IR_DEBUG with a value other than 0 or 1 is a config_error at the first traced op",
+          "[.xlite_ir_debug_bad]") {
+  const auto x = lazy::tensor::from(xlite::tensor<float>({2}, 1.0f));
+  CHECK_THROWS_WITH(lazy::exp(x), Catch::Contains("XLITE_IR_DEBUG='yes'"));
+}
+
+TEST_CASE("addr2line's output parses into positions per address, inlined calls included; junk parses to nothing",
           "[debug]") {
+  const std::vector<std::string> two{"0x0000000000001234",
+                                     "xlite::lazy::exp(xlite::lazy::tensor const&)",
+                                     "/usr/include/xlite/lazy/ops.hpp:158",
+                                     "train_step(xlite::lazy::tensor const&)",
+                                     "/src/build/../train.cpp:41 (discriminator 2)",
+                                     "0x0000000000001300",
+                                     "??",
+                                     "??:0"};
+  const auto parsed = detail::parse_addr2line(two, 2);
+  REQUIRE(parsed);
+  REQUIRE(parsed->size() == 2);
+  REQUIRE((*parsed)[0].size() == 2);
+  CHECK((*parsed)[0][1].function == "train_step(xlite::lazy::tensor const&)");
+  CHECK((*parsed)[0][1].file_line == "/src/train.cpp:41");
+  CHECK((*parsed)[1][0].file_line == "??:0");
+  CHECK_FALSE(detail::parse_addr2line(two, 3));                                             // a count mismatch
+  CHECK_FALSE(detail::parse_addr2line(std::vector<std::string>{"addr2line: bad file"}, 1)); // an error message
+  CHECK_FALSE(detail::parse_addr2line(std::vector<std::string>{"0x10", "main"}, 1));        // cut short
+}
+
+TEST_CASE("call stacks name the user's function without line information, and unknown without a stack", "[debug]") {
   detail::source_position library{"xlite::lazy::exp(xlite::lazy::tensor const&)", "??:0"};
   detail::source_position user{"train_step(xlite::lazy::tensor const&)", "??:0"};
-  detail::source_position standard{"std::function<void ()>::operator()() const", "/usr/include/c++/12/bits/std_function.h:591"};
+  detail::source_position standard{"std::function<void ()>::operator()() const",
+                                   "/usr/include/c++/12/bits/std_function.h:591"};
+  detail::source_position returning{"std::vector<int> xlite::detail::f<int>()", "??:0"};
   detail::source_position with_line{"main", "/src/train.cpp:12"};
-  const detail::source_position* no_lines[] = {&library, &standard, &user};
+  const detail::source_position* no_lines[] = {&library, &returning, &standard, &user};
   CHECK(detail::describe(no_lines) == "train_step(xlite::lazy::tensor const&)");
   const detail::source_position* lines[] = {&library, &standard, &user, &with_line};
   CHECK(detail::describe(lines) == "/src/train.cpp:12 (main)");
+  // A user's folders may be called c++ or xlite; a user's namespace may end in std.
+  detail::source_position own_folder{"mystd::run()", "/home/me/c++/xlite/train.cpp:7"};
+  const detail::source_position* own[] = {&own_folder};
+  CHECK(detail::describe(own) == "/home/me/c++/xlite/train.cpp:7 (mystd::run())");
+  CHECK_FALSE(detail::is_library_function("mystd::run()"));
   CHECK(detail::describe({}) == "unknown");
   const call_stack* none[] = {nullptr};
   CHECK(user_locations(none) == std::vector<std::string>{"unknown"});
@@ -220,7 +259,7 @@ TEST_CASE("XLITE_SAVE_TENSORS_FILE appends each graph that runs", "[.xlite_save_
   } else {
     CHECK(occurrences(saved, "sqrt(%") == 2);
   }
-  if (ir::debug_enabled()) { // also run with XLITE_IR_DEBUG=1: each line says where it was traced
+  if (ir::debug_enabled()) {                     // also run with XLITE_IR_DEBUG=1: each line says where it was traced
     CHECK(occurrences(saved, "location=") == 8); // four instructions in each graph
     CHECK(occurrences(saved, "/debug.cpp:" + std::to_string(traced_at) + " (") == 8);
   } else {

@@ -1,8 +1,8 @@
 #pragma once
 
 // The compiler driver: graph in, executable out. Runs the passes in order (autocast for
-// the mixed-precision policy, constant folding, simplify, CSE, DCE, then fusion and buffer planning) and lowers each fused kernel (element-wise,
-// or a reduction with the ops that feed it) to its register program.
+// the mixed-precision policy, constant folding, simplify, CSE, DCE, then fusion and buffer planning) and lowers each
+// fused kernel (element-wise, or a reduction with the ops that feed it) to its register program.
 
 #include <algorithm>
 #include <cstdint>
@@ -187,7 +187,8 @@ inline executable_ptr compile_graph(ir::graph g, amp::policy precision = {},
       const std::span<const ir::value_id> producers(group.members.data(), group.members.size() - 1);
       detail::lower_program(g, k, producers, std::span(&g.instructions[group.root].operands[0], 1));
     }
-    for (const auto& sub : g.instructions[group.root].attrs.subgraphs) k.subprograms.push_back(compile_graph(*sub, {}, evaluate));
+    for (const auto& sub : g.instructions[group.root].attrs.subgraphs)
+      k.subprograms.push_back(compile_graph(*sub, {}, evaluate));
     result->kernels.push_back(std::move(k));
   }
   result->program = std::move(g);

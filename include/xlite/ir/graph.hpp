@@ -131,7 +131,8 @@ void walk_post_order(const node* root, Known&& known, Visit&& visit) {
 struct captured_graph {
   graph program;
   std::vector<std::shared_ptr<const parameter_source>> parameters;
-  // Where each instruction's node was made, by value id: filled when ir::debug_enabled().
+  // Where each instruction's node was made, by value id (null for a node made with
+  // debugging off); empty when no node of the graph has an origin.
   std::vector<std::shared_ptr<const call_stack>> origins;
 };
 
@@ -143,10 +144,12 @@ inline captured_graph capture(std::span<const node_ptr> outputs, std::span<const
   captured_graph result;
   graph& g = result.program;
   detail::pointer_index index, parameter_index; // by node, by parameter source
-  const bool with_origins = debug_enabled();
   const auto add_instruction = [&](instruction ins, const node& n) {
     g.instructions.push_back(std::move(ins));
-    if (with_origins) result.origins.push_back(n.origin());
+    if (n.origin() || !result.origins.empty()) {
+      result.origins.resize(g.instructions.size());
+      result.origins.back() = n.origin();
+    }
     return static_cast<value_id>(g.instructions.size() - 1);
   };
   const auto add_parameter = [&](const node& n) {

@@ -34,9 +34,10 @@ inline std::atomic<bool>& debug_flag() {
 }
 } // namespace detail
 
-// Whether new nodes record where they were made: XLITE_IR_DEBUG=1, or set_debug(true).
-inline bool debug_enabled() noexcept { return detail::debug_flag().load(std::memory_order_relaxed); }
-inline void set_debug(bool on) noexcept { detail::debug_flag().store(on, std::memory_order_relaxed); }
+// Whether new nodes record where they were made: XLITE_IR_DEBUG=1, or set_debug(true). A
+// malformed XLITE_IR_DEBUG is a config_error at the first traced op.
+inline bool debug_enabled() { return detail::debug_flag().load(std::memory_order_relaxed); }
+inline void set_debug(bool on) { detail::debug_flag().store(on, std::memory_order_relaxed); }
 
 // Where a graph parameter's value comes from: a device buffer, which the IR does not know
 // about. The runtime derives its buffers from this so parameter nodes can hold them.

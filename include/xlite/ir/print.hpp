@@ -9,7 +9,8 @@
 //   outputs: %3
 //
 // Given the origins a capture recorded (XLITE_IR_DEBUG), each line of the graph's own
-// instructions ends with the line of the program that made it: `, location=train.cpp:42 (step)`.
+// instructions (not of a control op's bodies) ends with the line of the program that made
+// it: `, location=/src/train.cpp:42 (step(xlite::lazy::tensor const&))`.
 
 #include <memory>
 #include <ostream>
@@ -20,6 +21,7 @@
 
 #include "xlite/core/call_stack.hpp"
 #include "xlite/core/op.hpp"
+#include "xlite/core/source_lookup.hpp"
 #include "xlite/ir/graph.hpp"
 #include "xlite/ir/window.hpp"
 

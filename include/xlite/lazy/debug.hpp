@@ -31,7 +31,9 @@ inline std::string ir_text(std::span<const lazy::tensor> tensors) {
 }
 inline std::string ir_text(std::initializer_list<lazy::tensor> tensors) { return ir_text(std::span<const lazy::tensor>(tensors.begin(), tensors.size())); }
 
-inline std::string ir_dot(std::span<const lazy::tensor> tensors) { return ir::to_dot(detail::pending_graph(tensors).program); }
+inline std::string ir_dot(std::span<const lazy::tensor> tensors) {
+  return ir::to_dot(detail::pending_graph(tensors).program);
+}
 inline std::string ir_dot(std::initializer_list<lazy::tensor> tensors) { return ir_dot(std::span<const lazy::tensor>(tensors.begin(), tensors.size())); }
 
 } // namespace xlite::debug

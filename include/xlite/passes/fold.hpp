@@ -2,10 +2,10 @@
 
 // Constant folding: an element-wise op whose operands are all constants becomes a constant.
 // The pass decides what folds; the arithmetic is the caller's (`evaluate`), because the
-// only value that may replace an op is the one its kernel would compute, and the kernels
-// are the runtime's: the compiler folds with runtime::evaluate_constant, which runs the
-// op's own register step. Operands come first, so a chain of ops on constants folds in one
-// pass. The constants an op read may be left dead, for eliminate_dead_code.
+// value that replaces an op must be the one a kernel computes, and the kernels are the
+// runtime's: the compiler folds with runtime::evaluate_constant, which runs the op's own
+// register step on a full SIMD batch. Operands come first, so a chain of ops on constants
+// folds in one pass. The constants an op read may be left dead, for eliminate_dead_code.
 
 #include <algorithm>
 #include <cstddef>

@@ -18,8 +18,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <iterator>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -34,6 +34,7 @@
 #include "xlite/core/cpu_features.hpp"
 #include "xlite/core/env.hpp"
 #include "xlite/ir/graph.hpp"
+#include "xlite/kernels/simd.hpp"
 #include "xlite/runtime/compile_analysis.hpp"
 #include "xlite/runtime/device.hpp"
 #include "xlite/runtime/elementwise.hpp"
@@ -61,8 +62,8 @@ inline const compile_context& current_compile_context(amp::policy precision = am
       for (std::size_t m = 0; m < std::size(modes); ++m) {
         compile_context& c = made[k][m];
         c.text = "xlite " + std::to_string(XLITE_VERSION) + "; compiler " + std::to_string(compile::compiler_revision) +
-                 "; device " + device_type() + "; isa " + std::string(name(all_isas[k])) + "; precision " +
-                 std::string(amp::name(modes[m]));
+                 "; device " + device_type() + "; isa " + std::string(name(all_isas[k])) + "; simd " +
+                 kernels::simd_arch::name() + "; precision " + std::string(amp::name(modes[m]));
         ir::hasher h;
         for (const char ch : c.text) h.add(static_cast<unsigned char>(ch));
         c.hash = h.state;

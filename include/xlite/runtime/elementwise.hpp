@@ -25,6 +25,7 @@
 #include "xlite/compile/executable.hpp"
 #include "xlite/core/aligned_memory.hpp"
 #include "xlite/core/dtype_dispatch.hpp"
+#include "xlite/core/error.hpp"
 #include "xlite/core/thread_pool.hpp"
 #include "xlite/ir/graph.hpp"
 #include "xlite/kernels/convert.hpp"
@@ -511,11 +512,11 @@ inline void run_elementwise_range(const compile::kernel& k, std::span<const buff
   detail::evaluate_range(detail::kernel_context{k, inputs, out.shape()}, outs, begin, end, false);
 }
 
-
 // The value of `ins`, an element-wise instruction of g whose operands are constants, as
-// its kernel computes it: a two-step program (the constants, then the op) run by the same
-// compute_step, over a chunk wide enough for the SIMD path the kernel takes, so a folded
-// constant is bitwise the value the unfolded graph gives (passes/fold.hpp).
+// a kernel computes it on a full SIMD batch: a two-step program (the constants, then the
+// op) run by the same compute_step over 64 lanes (passes/fold.hpp). A kernel's scalar tail
+// may differ in the last bit for exp, log, sin, pow (the C library's). Nothing when the
+// kernels cannot compute the op: the run reports that.
 inline std::optional<ir::literal> evaluate_constant(const ir::graph& g, const ir::instruction& ins) {
   constexpr std::int64_t lanes = 64; // at least one batch of every compute dtype
   compile::kernel k;
@@ -538,12 +539,17 @@ inline std::optional<ir::literal> evaluate_constant(const ir::graph& g, const ir
   step.result = arity;
   k.program.push_back(std::move(step));
   k.result_registers = {arity};
-  k.register_count = static_cast<std::uint16_t>(arity + 1);
+  k.register_count = static_cast<compile::register_id>(arity + 1);
 
   detail::register_file regs;
   regs.reserve(k.register_count);
   const shape index_space{lanes};
-  const std::byte* value = detail::evaluate_chunk(detail::kernel_context{k, {}, index_space}, regs, 0, lanes);
+  const std::byte* value = nullptr;
+  try {
+    value = detail::evaluate_chunk(detail::kernel_context{k, {}, index_space}, regs, 0, lanes);
+  } catch (const xlite::error&) {
+    return std::nullopt;
+  }
   return detail::visit_compute(ins.type, [&](auto tag) {
     using C = typename decltype(tag)::type;
     const C first = *reinterpret_cast<const C*>(value);
