@@ -1,7 +1,9 @@
 // The lazy path's costs, against the static path and against its targets (issue 5):
 //   chain10/xlite      ten element-wise ops on 2^24 floats traced, compiled (a cache hit
 //                      after the first step) and run, against chain10/static, the same
-//                      expression on the static path: the "peer" row;
+//                      expression on the static path: the "peer" row; the kernel runs as
+//                      native code (runtime/native_kernels.hpp), and chain10/interpreted runs
+//                      it in the register-program interpreter;
 //   lazy_trace/xlite   tracing cost per op (target: under 200 ns);
 //   lazy_dispatch/xlite a cache-hit step of a 100-node graph on small tensors, trace
 //                      excluded (target: under 20 us): capture, hash, lookup, launch, run;
@@ -15,6 +17,7 @@
 //                      which multi-output fusion makes one pass (4 streams read, 3 written),
 //                      against adam_update/one_kernel_per_result, each result in a step of its
 //                      own (what the kernels were before: 6 read, 3 written, and 1 more read).
+// Lazy rows time steps after the first, with the native kernels built.
 // The lazy rows run their kernels on the default pool (all cores) on the device's worker,
 // so they are registered at that thread count only.
 
@@ -63,6 +66,14 @@ void chain_static(benchmark::State& state) {
   report_bytes(state, 4 * n * static_cast<std::int64_t>(sizeof(float)));
 }
 
+// Runs one step, so that the step's graph is compiled, and waits for its native kernels.
+template <class Step>
+void warm_up(Step step) {
+  step();
+  xlite::runtime::wait_native_kernels();
+}
+
+template <bool Native>
 void chain_lazy(benchmark::State& state) {
   const std::int64_t n = size_arg(state);
   const auto& inputs = expression_inputs::of_size(n);
@@ -70,11 +81,15 @@ void chain_lazy(benchmark::State& state) {
   const auto y = xlite::lazy::tensor::from(tensor_of(inputs.y));
   const auto w = xlite::lazy::tensor::from(tensor_of(inputs.w));
   const auto maximum = [](const auto& a, const auto& b) { return xlite::lazy::maximum(a, b); };
-  for (auto _ : state) {
+  const auto step = [&] {
     const auto z = chain10(x, y, w, maximum);
     xlite::mark_step();
     xlite::wait_device_ops();
-  }
+  };
+  xlite::runtime::set_native_kernels(Native);
+  warm_up(step);
+  for (auto _ : state) step();
+  xlite::runtime::set_native_kernels(true);
   report_bytes(state, 4 * n * static_cast<std::int64_t>(sizeof(float)));
 }
 
@@ -167,7 +182,7 @@ void adam_update(benchmark::State& state) {
   const xlite::shape s{std::int64_t{1} << 22};
   const auto g = tensor::from(xlite::tensor<float>(s, 0.01f));
   auto m = tensor::from(xlite::tensor<float>(s, 0.0f)), v = m, w = tensor::from(xlite::tensor<float>(s, 1.0f));
-  for (auto _ : state) {
+  const auto step = [&] {
     m = m * 0.9f + g * 0.1f;
     if (!OneGraph) xlite::mark_step();
     v = v * 0.999f + g * g * 0.001f;
@@ -175,7 +190,9 @@ void adam_update(benchmark::State& state) {
     w = w - 0.001f * (m / (xlite::lazy::sqrt(v) / 0.5f + 1e-8f));
     xlite::mark_step();
     xlite::wait_device_ops();
-  }
+  };
+  warm_up(step);
+  for (auto _ : state) step();
   report_bytes(state, 7 * s.numel() * static_cast<std::int64_t>(sizeof(float)));
 }
 
@@ -187,7 +204,8 @@ void register_xlite_lazy() {
   const std::vector<std::int64_t> sizes = {std::int64_t{1} << 24};
   const std::vector<std::int64_t> pool_threads = {static_cast<std::int64_t>(default_thread_pool().num_threads())};
   register_sized("chain10", "static", chain_static, sizes, pool_threads);
-  register_sized("chain10", "xlite", chain_lazy, sizes, pool_threads);
+  register_sized("chain10", "xlite", chain_lazy<true>, sizes, pool_threads);
+  register_sized("chain10", "interpreted", chain_lazy<false>, sizes, pool_threads);
   register_case("lazy_trace", "xlite", trace_cost)->Arg(100)->ArgName("ops");
   register_case("lazy_dispatch", "xlite", dispatch_cost)->Arg(100)->ArgName("nodes");
   register_case("lazy_compile", "xlite", compile_cost)->Arg(1000)->ArgName("nodes")->Unit(benchmark::kMillisecond);

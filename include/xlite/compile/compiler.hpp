@@ -15,6 +15,7 @@
 
 #include "xlite/amp/autocast.hpp"
 #include "xlite/compile/executable.hpp"
+#include "xlite/compile/native_source.hpp"
 #include "xlite/core/error.hpp"
 #include "xlite/ir/graph.hpp"
 #include "xlite/passes/buffer_plan.hpp"
@@ -187,6 +188,7 @@ inline executable_ptr compile_graph(ir::graph g, amp::policy precision = {},
       const std::span<const ir::value_id> producers(group.members.data(), group.members.size() - 1);
       detail::lower_program(g, k, producers, std::span(&g.instructions[group.root].operands[0], 1));
     }
+    attach_native_source(g, k);
     for (const auto& sub : g.instructions[group.root].attrs.subgraphs)
       k.subprograms.push_back(compile_graph(*sub, {}, evaluate));
     result->kernels.push_back(std::move(k));

@@ -37,6 +37,10 @@ constexpr dtype compute_dtype(dtype t) {
 
 using register_id = std::uint16_t;
 
+// The runtime evaluates a program over a chunk of this many elements at a time; the
+// program's invariant steps over a range's first chunk.
+inline constexpr std::int64_t program_chunk_elements = 1024;
+
 // One step of an element-wise kernel's program.
 struct register_step {
   enum class kind : std::uint8_t {
@@ -59,6 +63,8 @@ struct register_step {
 struct executable;
 using executable_ptr = std::shared_ptr<const executable>;
 
+struct native_kernel; // compile/native_abi.hpp
+
 struct kernel {
   passes::kernel_group group;
   std::vector<register_step> program; // element-wise kernels and fused reductions
@@ -67,6 +73,11 @@ struct kernel {
   std::vector<register_id> result_registers;
   std::uint16_t register_count = 0;
   std::vector<executable_ptr> subprograms; // a control op's subgraphs, compiled
+  // The program as C++ source and, once the runtime has built it in the background
+  // (runtime/native_kernels.hpp), as machine code; until then the runtime interprets the
+  // program. Only for the kernels compile/native_source.hpp accepts. Not serialized: it is
+  // made again from the program when an executable is read.
+  std::shared_ptr<native_kernel> native;
 };
 
 struct executable {

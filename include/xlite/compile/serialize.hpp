@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "xlite/compile/executable.hpp"
+#include "xlite/compile/native_source.hpp"
 #include "xlite/core/error.hpp"
 #include "xlite/ir/graph.hpp"
 
@@ -303,6 +304,7 @@ inline executable_ptr read_executable(reader& r, int depth) {
     }
   }
   exe->pass_log = r.get_text();
+  for (kernel& k : exe->kernels) attach_native_source(exe->program, k);
   return exe;
 }
 

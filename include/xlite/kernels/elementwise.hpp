@@ -535,6 +535,58 @@ struct cast_to {
   }
 };
 
+// Whether elementwise<O> computes T -> T on values of T (uint8_t standing for bool): the
+// ops an element-wise node of that type can be, given that ir::elementwise casts integers
+// to float where PyTorch computes in floating point.
+template <op O, class T>
+constexpr bool same_type_op() {
+  if (info(O).kind != op_kind::elementwise) return false;
+  switch (O) {
+  case op::add:
+  case op::sub:
+  case op::mul:
+  case op::neg:
+  case op::fma:
+  case op::minimum:
+  case op::maximum:
+  case op::clamp:
+  case op::abs:
+  case op::relu:
+  case op::floor:
+  case op::ceil:
+  case op::round:
+    return !std::is_same_v<T, std::uint8_t>;
+  case op::div:
+  case op::pow:
+  case op::exp:
+  case op::log:
+  case op::log1p:
+  case op::sqrt:
+  case op::rsqrt:
+  case op::tanh:
+  case op::sigmoid:
+  case op::gelu:
+  case op::sin:
+  case op::cos:
+    return std::is_floating_point_v<T>;
+  default:
+    return false;
+  }
+}
+
+// The same, for an op known at run time.
+template <class T>
+constexpr bool same_type_op(op code) {
+  switch (code) {
+#define XLITE_SAME_TYPE_OP(name, arity, kind, rule)                                                                    \
+  case op::name:                                                                                                       \
+    return same_type_op<op::name, T>();
+    XLITE_OP_LIST(XLITE_SAME_TYPE_OP)
+#undef XLITE_SAME_TYPE_OP
+  }
+  return false;
+}
+
 namespace detail {
 
 template <op O>

@@ -10,9 +10,13 @@
 //   PersistentCacheBadEntry a damaged entry on disk, compiled again and replaced
 //   UncachedCompile        compiled; CompileTime has the time it took
 //
+// A new executable's element-wise kernels are then built to native code in the background
+// (runtime/native_kernels.hpp).
+//
 // The cache key hashes the graph with the context it is compiled in: the xlite version,
 // the compiler's revision, the device kind, the ISA the kernels run with and the
-// mixed-precision policy (amp/policy.hpp). Everything else that changes an executable (the ops, shapes, dtypes and constants) is in the graph.
+// mixed-precision policy (amp/policy.hpp). Everything else that changes an executable (the ops, shapes, dtypes and
+// constants) is in the graph.
 
 #include <algorithm>
 #include <array>
@@ -40,6 +44,7 @@
 #include "xlite/runtime/elementwise.hpp"
 #include "xlite/runtime/graph_dump.hpp"
 #include "xlite/runtime/metrics.hpp"
+#include "xlite/runtime/native_kernels.hpp"
 #include "xlite/runtime/profiler.hpp"
 #include "xlite/version.hpp"
 
@@ -180,6 +185,7 @@ inline compile::executable_ptr find_or_compile(const ir::graph& captured, const 
     auto found = disk->find(key, context.text, captured);
     if (found.result == compile::disk_cache::outcome::hit) {
       counters.persistent_hit.fetch_add(1, std::memory_order_relaxed);
+      request_native_kernels(*found.compiled, disk->directory());
       compile::default_cache().insert(key, captured, found.compiled);
       return std::move(found.compiled);
     }
@@ -198,6 +204,7 @@ inline compile::executable_ptr find_or_compile(const ir::graph& captured, const 
   debug::analyse_compilation(captured, graph_hash, cause);
   compile::default_cache().insert(key, captured, compiled);
   if (disk) disk->store(key, {context.text, captured, compiled});
+  request_native_kernels(*compiled, disk ? disk->directory() : std::filesystem::path{});
   return compiled;
 }
 

@@ -7,6 +7,9 @@
 // result, plus n loops over cached data. Chunks are split over the thread pool; a chunk's
 // result does not depend on which thread computes it.
 //
+// A kernel whose native code is built (runtime/native_kernels.hpp) runs that instead, with
+// the same chunks of work per thread and bitwise the same results.
+//
 // Registers hold values in their compute dtype (compile::compute_dtype): float for bf16 and
 // f16, int32 for the 8-bit integers, one byte per bool. A value of a narrow dtype is rounded
 // to it after each op, so the result is the one op-by-op evaluation gives.
@@ -33,12 +36,14 @@
 #include "xlite/kernels/random.hpp"
 #include "xlite/kernels/simd.hpp"
 #include "xlite/runtime/buffer.hpp"
+#include "xlite/runtime/metrics.hpp"
+#include "xlite/runtime/native_kernels.hpp"
 
 namespace xlite::runtime {
 
 namespace detail {
 
-inline constexpr std::int64_t chunk_elements = 1024;
+inline constexpr std::int64_t chunk_elements = compile::program_chunk_elements;
 inline constexpr std::int64_t prefetch_above_bytes = std::int64_t{256} << 10;
 inline constexpr std::size_t register_bytes = chunk_elements * 8;
 // Registers start this far apart, not register_bytes: chunks of the inputs all sit at the
@@ -60,45 +65,6 @@ decltype(auto) visit_compute(dtype t, F&& f) {
   return visit_dtype(t, [&](auto tag) -> decltype(auto) {
     return f(std::type_identity<compute_t<typename decltype(tag)::type>>{});
   });
-}
-
-// Whether op O computes T -> T on numbers of compute type T (the ops an element-wise node
-// of that dtype can be, given that ir::elementwise casts integers to float where PyTorch
-// computes in floating point).
-template <op O, class T>
-constexpr bool same_type_op() {
-  if (info(O).kind != op_kind::elementwise) return false;
-  switch (O) {
-  case op::add:
-  case op::sub:
-  case op::mul:
-  case op::neg:
-  case op::fma:
-  case op::minimum:
-  case op::maximum:
-  case op::clamp:
-  case op::abs:
-  case op::relu:
-  case op::floor:
-  case op::ceil:
-  case op::round:
-    return !std::is_same_v<T, std::uint8_t>;
-  case op::div:
-  case op::pow:
-  case op::exp:
-  case op::log:
-  case op::log1p:
-  case op::sqrt:
-  case op::rsqrt:
-  case op::tanh:
-  case op::sigmoid:
-  case op::gelu:
-  case op::sin:
-  case op::cos:
-    return std::is_floating_point_v<T>;
-  default:
-    return false;
-  }
 }
 
 // out[i] = f(in[0][i], ...) for i < n: SIMD batches, then a scalar tail.
@@ -150,7 +116,7 @@ void compute_same_type(op code, T* out, const std::array<const T*, 3>& in, std::
   switch (code) {
 #define XLITE_SAME_TYPE_CASE(name, arity, kind, rule)                                                                  \
   case op::name:                                                                                                       \
-    if constexpr (same_type_op<op::name, T>()) return map_op<op::name>(out, in, n);                                    \
+    if constexpr (kernels::same_type_op<op::name, T>()) return map_op<op::name>(out, in, n);                           \
     break;
     XLITE_OP_LIST(XLITE_SAME_TYPE_CASE)
 #undef XLITE_SAME_TYPE_CASE
@@ -485,13 +451,53 @@ inline void evaluate_range(const kernel_context& c, std::span<buffer* const> out
   }
 }
 
+// k's native code, when it is built and in use.
+inline compile::native_entry native_entry_of(const compile::kernel& k) {
+  if (!k.native || !native_kernels_enabled()) return nullptr;
+  return k.native->entry.load(std::memory_order_acquire);
+}
+
+// Runs elements [begin, end) of k's results: its native code when there is one.
+class range_evaluator {
+public:
+  range_evaluator(const compile::kernel& k, std::span<const buffer* const> inputs, std::span<buffer* const> outs)
+      : context_{k, inputs, outs[0]->shape()}, outs_(outs), native_(native_entry_of(k)) {
+    if (native_ == nullptr) return;
+    for (const buffer* in : inputs) native_inputs_.push_back(in->data());
+    for (buffer* out : outs) native_outputs_.push_back(out->data());
+    simd_ = kernels::simd_path_active();
+  }
+
+  bool native() const { return native_ != nullptr; }
+
+  void operator()(std::int64_t begin, std::int64_t end, bool streaming) const {
+    if (native_ != nullptr) {
+      native_(native_inputs_.data(), native_outputs_.data(), begin, end, simd_, streaming);
+    } else {
+      evaluate_range(context_, outs_, begin, end, streaming);
+    }
+  }
+
+private:
+  kernel_context context_;
+  std::span<buffer* const> outs_;
+  compile::native_entry native_;
+  std::vector<const void*> native_inputs_;
+  std::vector<void*> native_outputs_;
+  bool simd_ = false;
+};
+
 } // namespace detail
 
 // Runs element-wise kernel k: inputs in the order of k.group.inputs, results into `outs`
 // in the order of k.result_registers (one may be an input: see passes/buffer_plan.hpp).
 inline void run_elementwise(const compile::kernel& k, std::span<const buffer* const> inputs,
                             std::span<buffer* const> outs, thread_pool& pool) {
-  const detail::kernel_context c{k, inputs, outs[0]->shape()};
+  const detail::range_evaluator evaluate(k, inputs, outs);
+  if (evaluate.native()) {
+    static std::atomic<std::int64_t>& native_runs = metrics::counter("NativeKernelRun");
+    native_runs.fetch_add(1, std::memory_order_relaxed);
+  }
   // Enough chunks per task that the split costs little; task boundaries are chunk
   // boundaries, so the threads never share a cache line of the result.
   const std::int64_t grain = detail::chunk_elements * 16;
@@ -499,7 +505,7 @@ inline void run_elementwise(const compile::kernel& k, std::span<const buffer* co
   for (const buffer* out : outs) written += out->byte_size();
   const bool streaming = kernels::streaming_pays(static_cast<std::size_t>(written));
   pool.parallel_for(outs[0]->shape().numel(), grain, [&](std::int64_t begin, std::int64_t end) {
-    detail::evaluate_range(c, outs, begin, end, streaming);
+    evaluate(begin, end, streaming);
     if (streaming) kernels::streaming_fence();
   });
 }
@@ -509,7 +515,7 @@ inline void run_elementwise(const compile::kernel& k, std::span<const buffer* co
 inline void run_elementwise_range(const compile::kernel& k, std::span<const buffer* const> inputs, buffer& out,
                                   std::int64_t begin, std::int64_t end) {
   buffer* const outs[] = {&out};
-  detail::evaluate_range(detail::kernel_context{k, inputs, out.shape()}, outs, begin, end, false);
+  detail::range_evaluator(k, inputs, outs)(begin, end, false);
 }
 
 // The value of `ins`, an element-wise instruction of g whose operands are constants, as
