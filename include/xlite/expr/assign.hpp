@@ -18,11 +18,18 @@ struct assignment_types_must_match {
                 "xlite: assigning an expression of one element type (Source below) to a tensor of another (Target "
                 "below): write xlite::cast<Target>(expression)");
 };
+template <class E>
+struct no_lazy_leaves {
+  static_assert(external_leaf_count_v<E> == 0,
+                "xlite: this expression has lazy tensors among its leaves (xlite::lazy::leaf): a lazy::tensor "
+                "traces it (lazy::tensor y = expression;), a host tensor cannot hold it");
+};
 } // namespace checks
 
 // Writes e into `out`, which has room for e.shape and overlaps no operand of e.
 template <class T, expression E>
 void evaluate_expression(T* out, const E& e) {
+  static_cast<void>(sizeof(checks::no_lazy_leaves<E>));
   static_cast<void>(sizeof(checks::assignment_types_must_match<T, typename E::value_type>));
   if constexpr (deferred_count_v<E> > 0) {
     evaluate_deferred(out, e);
@@ -35,6 +42,7 @@ void evaluate_expression(T* out, const E& e) {
 // (a = a * 2 + b), else through a new buffer that then replaces dst's.
 template <class T, expression E>
 void assign_expression(tensor<T>& dst, const E& e) {
+  static_cast<void>(sizeof(checks::no_lazy_leaves<E>));
   if (dst.shape() == e.shape && !overlaps_operand(e, dst.data(), dst.size())) {
     evaluate_expression(dst.data(), e);
   } else {

@@ -81,8 +81,16 @@ struct cast_node {
 template <class E>
 inline constexpr bool is_deferred_v = requires { E::is_deferred; };
 
+// A leaf that a later layer computes: a lazy tensor in a static expression
+// (lazy/expression.hpp). It has value_type, shape and is_external_leaf; the static layer
+// builds and simplifies expressions over it, and never evaluates them.
 template <class E>
-inline constexpr bool is_leaf_v = is_deferred_v<E>;
+inline constexpr bool is_external_leaf_v = requires {
+  E::is_external_leaf;
+};
+
+template <class E>
+inline constexpr bool is_leaf_v = is_deferred_v<E> || is_external_leaf_v<E>;
 template <class T>
 inline constexpr bool is_leaf_v<tensor_ref<T>> = true;
 template <class T>
@@ -121,6 +129,17 @@ template <class T>
 inline constexpr bool is_memory_leaf_v<tensor_ref<T>> = true;
 template <class T>
 inline constexpr bool is_memory_leaf_v<tensor_owner<T>> = true;
+
+// How many external leaves E holds.
+template <class E>
+struct external_leaf_count : std::integral_constant<std::size_t, is_external_leaf_v<E>> {};
+template <op O, class T, class... Operands>
+struct external_leaf_count<node<O, T, Operands...>>
+    : std::integral_constant<std::size_t, (external_leaf_count<Operands>::value + ... + 0)> {};
+template <class To, class Operand>
+struct external_leaf_count<cast_node<To, Operand>> : external_leaf_count<Operand> {};
+template <class E>
+inline constexpr std::size_t external_leaf_count_v = external_leaf_count<std::remove_cvref_t<E>>::value;
 
 // How many deferred leaves E holds.
 template <class E>

@@ -20,6 +20,7 @@
 #include "xlite/core/error.hpp"
 #include "xlite/core/shape.hpp"
 #include "xlite/core/source_location.hpp"
+#include "xlite/expr/node.hpp"
 #include "xlite/expr/tensor.hpp"
 #include "xlite/ir/build.hpp"
 #include "xlite/ir/node.hpp"
@@ -100,6 +101,11 @@ struct body_trace_scope {
   body_trace_scope& operator=(const body_trace_scope&) = delete;
 };
 
+// A static expression (expr/) with lazy tensors among its leaves: lazy/expression.hpp.
+template <class E>
+concept traceable_expression = expr::expression<E> && expr::external_leaf_count_v<E> >
+0;
+
 } // namespace detail
 
 class tensor {
@@ -119,6 +125,11 @@ public:
       state_->traced_in_body = true;
     }
   }
+
+  // A static expression over lazy tensors (lazy::leaf), traced: defined in
+  // lazy/expression.hpp, which must be included where it is used (xlite/lazy.hpp does).
+  template <class E>
+  requires detail::traceable_expression<E> tensor(const E& e);
 
   // Copies host data to device d (TransferToDevice).
   template <class T>

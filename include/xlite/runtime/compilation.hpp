@@ -111,6 +111,12 @@ inline std::shared_ptr<compile::disk_cache> persistent_cache() {
   return state.cache;
 }
 
+// Where native kernels' libraries go: beside the persistent cache's entries, unless nothing
+// may be written there (then runtime/native_kernels.hpp picks a temporary directory).
+inline std::filesystem::path native_library_directory(const compile::disk_cache& disk) {
+  return disk.readonly() ? std::filesystem::path{} : disk.directory();
+}
+
 inline std::uint64_t cache_key(std::uint64_t graph_hash, const compile_context& context) {
   ir::hasher h;
   h.add(graph_hash);
@@ -185,7 +191,7 @@ inline compile::executable_ptr find_or_compile(const ir::graph& captured, const 
     auto found = disk->find(key, context.text, captured);
     if (found.result == compile::disk_cache::outcome::hit) {
       counters.persistent_hit.fetch_add(1, std::memory_order_relaxed);
-      request_native_kernels(*found.compiled, disk->directory());
+      request_native_kernels(*found.compiled, detail::native_library_directory(*disk));
       compile::default_cache().insert(key, captured, found.compiled);
       return std::move(found.compiled);
     }
@@ -204,7 +210,7 @@ inline compile::executable_ptr find_or_compile(const ir::graph& captured, const 
   debug::analyse_compilation(captured, graph_hash, cause);
   compile::default_cache().insert(key, captured, compiled);
   if (disk) disk->store(key, {context.text, captured, compiled});
-  request_native_kernels(*compiled, disk ? disk->directory() : std::filesystem::path{});
+  request_native_kernels(*compiled, disk ? detail::native_library_directory(*disk) : std::filesystem::path{});
   return compiled;
 }
 

@@ -17,8 +17,8 @@
 //   XLITE_NATIVE_INCLUDE    xlite's include directory (default: where CMake's xlite target
 //                           has it, XLITE_NATIVE_INCLUDE; else this header's directory)
 //
-// Libraries are kept in <persistent cache>/native (see initialize_cache), else in
-// <temp>/xlite-native-<uid>, named by a hash of their source and command line, so a later
+// Libraries are kept in <persistent cache>/native (see initialize_cache; not a read-only
+// one), else in <temp>/xlite-native-<uid>, named by a hash of their source and command line, so a later
 // process loads them without compiling. A library is written under a temporary name and
 // renamed into place, so no process ever loads half of one. When building fails (no
 // compiler, a compile error), xlite warns once and goes on interpreting.
@@ -312,6 +312,7 @@ private:
       compile::native_entry entry = nullptr;
       if (problem.empty()) entry = load_or_build(toolchain, source, problem);
       lock.lock();
+      if (stopping_) return; // the build was cut short: nothing to report
       source_state& state = sources_[source];
       state.queued = false;
       state.entry = entry;
