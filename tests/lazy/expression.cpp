@@ -34,6 +34,7 @@ TEST_CASE("a static expression over lazy leaves is one kernel with the static pa
 
   const auto e = relu(lazy::leaf<float>(x) * lazy::leaf<float>(w) + lazy::leaf<float>(b)) * 0.5f - 2.0f;
   static_assert(expr::node_count_v<decltype(e)> == 10); // 3 lazy leaves, 2 scalars and 5 ops
+  CHECK(expr::signature<decltype(lazy::leaf<float>(x) * 2.0f)>() == "mul(leaf<float32>,scalar<float32>)");
   lazy::tensor y = e;
   const xlite::tensor<float> expected = relu(hx * hw + hb) * 0.5f - 2.0f;
 

@@ -164,6 +164,13 @@ struct signature_of<constant<V>> {
   }();
 };
 
+template <class E>
+requires is_external_leaf_v<E>
+struct signature_of<E> {
+  static constexpr auto value =
+      literal("leaf<") + from_view<short_name<dtype_of_v<typename E::value_type>>>() + literal(">");
+};
+
 template <class First, class... Rest>
 constexpr auto joined() {
   return (signature_of<First>::value + ... + (literal(",") + signature_of<Rest>::value));
