@@ -275,15 +275,6 @@ inline void load_input(const kernel_context& c, const compile::register_step& st
     const T* data = in.as<T>();
     const std::int64_t numel = in.shape().numel();
     if (numel == out_shape.numel()) {
-      // A chunk's loop is too short for the hardware prefetcher to run ahead of it: ask
-      // for the next chunk of this input now, while this one is computed.
-      // (Inputs that fit in the cache need no prefetch.)
-      if (numel * static_cast<std::int64_t>(sizeof(T)) > prefetch_above_bytes) {
-        const std::int64_t ahead = std::min(n, numel - begin - n);
-        for (std::int64_t i = 0; i < ahead; i += 64 / static_cast<std::int64_t>(sizeof(T))) {
-          __builtin_prefetch(data + begin + n + i);
-        }
-      }
       if constexpr (std::is_same_v<C, T>) {
         regs.view(step.result) = reinterpret_cast<const std::byte*>(data + begin);
         return;
@@ -410,13 +401,57 @@ inline void compute_step(const kernel_context& c, const compile::register_step& 
   regs.view(step.result) = result;
 }
 
+// The next chunk of each large input that is read element for element. A chunk's loops are
+// too short for the hardware prefetcher to run ahead of them, so the next chunk's lines are
+// asked for while this one computes: a share before each step of the program, so that they
+// arrive all along the chunk's work instead of in one burst that fills the load queue at the
+// first load and leaves memory idle for the rest. (Inputs that fit in the cache need none.)
+class next_chunk_prefetch {
+public:
+  next_chunk_prefetch(const kernel_context& c, std::int64_t begin, std::int64_t n) {
+    const std::int64_t numel = c.index_space.numel();
+    for (const compile::register_step& step : c.k.program) {
+      if (step.what != compile::register_step::kind::load || count_ == ranges_.size()) continue;
+      const buffer& in = *c.inputs[step.input];
+      const auto element = static_cast<std::int64_t>(size_of(in.type()));
+      if (in.shape().numel() != numel || numel * element <= prefetch_above_bytes) continue;
+      const std::int64_t ahead = std::min(n, numel - begin - n);
+      if (ahead <= 0) continue;
+      ranges_[count_++] = {reinterpret_cast<const char*>(in.data()) + (begin + n) * element, ahead * element};
+      lines_ += (ahead * element + 63) / 64;
+    }
+    steps_ = static_cast<std::int64_t>(c.k.program.size());
+  }
+
+  // Asks for the share of lines that goes before step s.
+  void before_step(std::size_t s) {
+    const std::int64_t until = lines_ * (static_cast<std::int64_t>(s) + 1) / steps_;
+    for (; issued_ < until; ++issued_) {
+      __builtin_prefetch(ranges_[range_].first + offset_);
+      offset_ += 64;
+      if (offset_ >= ranges_[range_].second) {
+        ++range_;
+        offset_ = 0;
+      }
+    }
+  }
+
+private:
+  std::array<std::pair<const char*, std::int64_t>, 16> ranges_{}; // start, bytes
+  std::size_t count_ = 0, range_ = 0;
+  std::int64_t lines_ = 0, issued_ = 0, offset_ = 0, steps_ = 1;
+};
+
 // Runs k's program over elements [begin, begin + n) of its index space (n at most
 // chunk_elements); returns the register that holds the (first) result, in its compute dtype.
 // With `invariants_ready`, the chunk-invariant steps' registers still hold their values from
 // an earlier chunk of at least n elements, and are not computed again.
 inline const std::byte* evaluate_chunk(const kernel_context& c, register_file& regs, std::int64_t begin, std::int64_t n,
                                        bool invariants_ready = false) {
-  for (const compile::register_step& step : c.k.program) {
+  next_chunk_prefetch prefetch(c, begin, n);
+  for (std::size_t s = 0; s < c.k.program.size(); ++s) {
+    const compile::register_step& step = c.k.program[s];
+    prefetch.before_step(s);
     if (invariants_ready && step.invariant) continue;
     if (step.what == compile::register_step::kind::load) {
       load_input(c, step, regs, begin, n);
