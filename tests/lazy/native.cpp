@@ -146,8 +146,10 @@ TEST_CASE("native kernels take only the kernels they compute like the interprete
   REQUIRE(accepted->kernels[0].native);
   CHECK(accepted->kernels[0].native->source.find("step<xlite::op::sqrt>") != std::string::npos);
 
-  // A comparison and where, a cast, bf16, a broadcast along an axis: interpreted.
-  const auto rejected = compiled({lazy::where(x > 1.0f, x, row), lazy::cast(x, dtype::f64) + 1.0,
+  // One value (every step invariant), a comparison and where, a cast, bf16, a broadcast
+  // along an axis: interpreted.
+  const auto scalar = lazy::tensor::from(xlite::tensor<float>(shape{}, 2.0f));
+  const auto rejected = compiled({scalar * 3.0f, lazy::where(x > 1.0f, x, row), lazy::cast(x, dtype::f64) + 1.0,
                                   lazy::cast(x, dtype::bf16) * lazy::cast(x, dtype::bf16), x + row});
   for (const compile::kernel& k : rejected->kernels) {
     INFO(ir::to_text(rejected->program));

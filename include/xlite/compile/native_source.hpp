@@ -16,9 +16,10 @@
 //
 // Which kernels: element-wise, every value of one dtype whose compute type is itself and
 // SIMD (f32, f64, i32, i64), inputs of the kernel's size or single values, steps that are
-// constants or ops from that type to itself. Casts, comparisons, where, bf16 and f16,
-// broadcasts along an axis, random numbers and iota stay interpreted.
+// constants or ops from that type to itself, and some step that is not invariant. Casts, comparisons, where, bf16 and
+// f16, broadcasts along an axis, random numbers and iota stay interpreted.
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstdio>
@@ -90,6 +91,8 @@ inline std::optional<std::string> native_source(const ir::graph& g, const kernel
   for (const ir::value_id extra : k.group.extra_results) {
     if (g.instructions[extra].type != type) return std::nullopt;
   }
+  // A kernel whose every step is invariant computes one value: nothing to gain.
+  if (std::ranges::all_of(k.program, [](const register_step& step) { return step.invariant; })) return std::nullopt;
   const std::int64_t size = root.shape.numel();
   for (const register_step& step : k.program) {
     if (step.type != type) return std::nullopt;
