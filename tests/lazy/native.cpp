@@ -19,7 +19,8 @@ using namespace xlite;
 
 namespace {
 
-// n values of T: the special ones first, then random ones.
+// n values of T: the special ones first, then random ones (integers small enough that the
+// chain in every_op cannot overflow: signed overflow is undefined behaviour).
 template <class T>
 xlite::tensor<T> values_of(std::int64_t n, unsigned seed) {
   std::vector<T> special{T(0), T(1), T(-1), T(7), T(-100)};
@@ -33,7 +34,7 @@ xlite::tensor<T> values_of(std::int64_t n, unsigned seed) {
   xlite::tensor<T> t(shape{n});
   for (std::int64_t i = 0; i < n; ++i) {
     const auto k = static_cast<std::size_t>(i);
-    t.data()[i] = k < special.size() ? special[k] : static_cast<T>(uniform(random) * (std::is_integral_v<T> ? 300 : 1));
+    t.data()[i] = k < special.size() ? special[k] : static_cast<T>(uniform(random) * (std::is_integral_v<T> ? 30 : 1));
   }
   return t;
 }
