@@ -71,7 +71,9 @@ inline std::atomic<bool>& native_kernels_switch() {
 // The flags that make the compiler see what this translation unit saw: its ISA extensions
 // (so kernels::simd_arch and the functors' code paths are the same), its floating-point
 // contraction (the compiler's default, which takes effect only when optimising: g++
-// contracts C++ in ISO mode too) and fast-math.
+// contracts C++ in ISO mode too; an explicit -ffp-contract is not visible here, so a
+// program built with one gets native kernels that may differ in the last bit) and
+// fast-math.
 inline std::vector<std::string> native_language_flags() {
   std::vector<std::string> flags{"-O2", "-fPIC", "-shared", "-w"};
 #if defined(__STRICT_ANSI__)
