@@ -55,6 +55,7 @@
 #include "xlite/compile/native_abi.hpp"
 #include "xlite/core/env.hpp"
 #include "xlite/ir/graph.hpp"
+#include "xlite/runtime/compile_analysis.hpp"
 #include "xlite/runtime/metrics.hpp"
 
 extern char** environ;
@@ -166,12 +167,6 @@ inline std::filesystem::path xlite_include_directory() {
 #endif
 }
 
-inline std::string hex(std::uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
 inline std::uint64_t text_hash(std::string_view text, std::uint64_t seed = 0) {
   ir::hasher h;
   h.add(seed);
@@ -232,7 +227,7 @@ struct native_toolchain {
   std::filesystem::path library_for(const std::string& source) const {
     std::uint64_t h = detail::text_hash(source);
     for (const std::string& word : command) h = detail::text_hash(word, h);
-    return directory / (detail::hex(h) + ".so");
+    return directory / (debug::detail::hex(h) + ".so");
   }
 };
 
