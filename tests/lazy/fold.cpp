@@ -194,8 +194,8 @@ TEST_CASE("the compiler folds chains of ops on constants, and nothing that reads
   const auto two = ir::elementwise(op::add, {one, one});
   const auto e = ir::elementwise(op::exp, {ir::elementwise(op::mul, {two, two})});
   auto x = lazy::tensor::from(xlite::tensor<float>(shape{3}, 0.25f));
-  const auto graph = ir::capture(std::vector<ir::node_ptr>{e, ir::elementwise(op::mul, {x.node(), e})}).program;
-  const auto exe = runtime::find_or_compile(graph, {"test", {}, 0}); // as a barrier compiles
+  const std::vector<ir::node_ptr> outputs{e, ir::elementwise(op::mul, {x.node(), e})};
+  const auto exe = runtime::find_or_compile(ir::numbered_trace(outputs), {"test", {}, 0}); // as a barrier compiles
   CHECK(exe->pass_log.find("fold: 3 folded") != std::string::npos);
   const ir::instruction& out = exe->program.instructions[exe->program.outputs[0]];
   REQUIRE(out.code == op::constant);

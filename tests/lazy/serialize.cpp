@@ -37,8 +37,10 @@ ir::node_ptr constant(double v, dtype t = dtype::f32) { return ir::constant(ir::
 // Graphs with every part an executable can have: element-wise kernels with constants and
 // iota, a reduction with its operand fused, a matmul with an epilogue, layout ops, a while
 // loop whose body is a subprogram, folded constants, and a kernel with two results (last).
-std::vector<ir::graph> sample_graphs() {
-  std::vector<ir::graph> graphs;
+// The outputs of sample programs: every kind of attribute, a loop's subgraphs, constants,
+// parameters read twice and multi-output kernels.
+std::vector<std::vector<ir::node_ptr>> sample_traces() {
+  std::vector<std::vector<ir::node_ptr>> traces;
   const auto x = param(dtype::f32, shape{8, 16});
   const auto w = param(dtype::f32, shape{16, 4});
   const auto bias = param(dtype::f32, shape{4});
@@ -47,11 +49,11 @@ std::vector<ir::graph> sample_graphs() {
   const std::int64_t last_axis[] = {1};
   const auto total = ir::reduce(op::sum, ir::elementwise(op::exp, {relu}), last_axis, true);
   const auto indices = ir::iota(dtype::i64, shape{8, 4}, 1);
-  graphs.push_back(ir::capture(std::vector{total, ir::cast(indices, dtype::bf16)}).program);
+  traces.push_back({total, ir::cast(indices, dtype::bf16)});
 
   const std::int64_t perm[] = {1, 0};
   const ir::padding widths[] = {{1, 2}, {0, 3}};
-  graphs.push_back(ir::capture(std::vector{ir::pad(ir::permute(x, perm), widths, ir::literal::of(-1.5))}).program);
+  traces.push_back({ir::pad(ir::permute(x, perm), widths, ir::literal::of(-1.5))});
 
   const auto counter = ir::placeholder(dtype::i64, shape{});
   const auto state = ir::placeholder(dtype::f32, shape{8, 16});
@@ -61,18 +63,21 @@ std::vector<ir::graph> sample_graphs() {
       ir::elementwise(op::less, {counter, constant(3, dtype::i64)}),
       std::vector{ir::elementwise(op::add, {counter, constant(1, dtype::i64)}),
                   ir::elementwise(op::mul, {state, constant(0.5)})});
-  graphs.push_back(ir::capture(std::vector{looped[1]}).program);
+  traces.push_back({looped[1]});
 
   // Constants to fold: (1 + 1) * 0.5 becomes one constant; exp(1) stays (see fold_add_mul).
   const auto folded = ir::elementwise(op::mul, {ir::elementwise(op::add, {constant(1), constant(1)}), constant(0.5)});
-  graphs.push_back(ir::capture(std::vector{ir::elementwise(op::add, {ir::elementwise(op::mul, {x, folded}),
-                                                                     ir::elementwise(op::exp, {constant(1)})})})
-                       .program);
+  traces.push_back(
+      {ir::elementwise(op::add, {ir::elementwise(op::mul, {x, folded}), ir::elementwise(op::exp, {constant(1)})})});
 
   // Two results of one multi-output kernel.
-  graphs.push_back(ir::capture(std::vector{ir::elementwise(op::tanh, {x}),
-                                           ir::elementwise(op::mul, {ir::elementwise(op::exp, {x}), x})})
-                       .program);
+  traces.push_back({ir::elementwise(op::tanh, {x}), ir::elementwise(op::mul, {ir::elementwise(op::exp, {x}), x})});
+  return traces;
+}
+
+std::vector<ir::graph> sample_graphs() {
+  std::vector<ir::graph> graphs;
+  for (const auto& outputs : sample_traces()) graphs.push_back(ir::capture(outputs).program);
   return graphs;
 }
 
@@ -160,6 +165,46 @@ TEST_CASE("graphs whose keys collide never share an executable in memory", "[com
   CHECK(cache.find(43, graphs[0]) == nullptr);
 }
 
+TEST_CASE("a barrier's trace hashes and compares as the graph it would build", "[ir][cache]") {
+  const auto traces = sample_traces();
+  const auto graphs = sample_graphs();
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const ir::numbered_trace trace(traces[i]);
+    CHECK(trace.hash() == ir::structural_hash(graphs[i]));
+    CHECK(trace.to_graph().program == graphs[i]);
+    for (std::size_t j = 0; j < graphs.size(); ++j) CHECK(trace.equals(graphs[j]) == (i == j));
+    // Any one field changed is another graph.
+    for (std::size_t k = 0; k < graphs[i].instructions.size(); ++k) {
+      auto changed = graphs[i];
+      ir::instruction& ins = changed.instructions[k];
+      if (ins.code == op::parameter) {
+        ins.attrs.ints[0] += 1;
+      } else if (!ins.operands.empty()) {
+        ins.operands[0] = ins.operands[0] == 0 ? 1 : 0;
+      } else {
+        ins.attrs.value.real += 1;
+      }
+      CHECK_FALSE(trace.equals(changed));
+      auto reshaped = graphs[i];
+      reshaped.instructions[k].shape = shape{7};
+      CHECK_FALSE(trace.equals(reshaped));
+    }
+  }
+  // A subgraph's boundary: the values it is given are its parameters 0, 1, ..., whatever
+  // computes them.
+  const auto given = ir::elementwise(op::neg, {param(dtype::i64, shape{})});
+  const auto outside = param(dtype::i64, shape{});
+  const std::vector<ir::node_ptr> body{ir::elementwise(op::add, {given, outside})}, boundary{given, outside};
+  const ir::numbered_trace bounded(body, boundary);
+  const auto g = bounded.to_graph();
+  CHECK(g.program.parameter_count == 2);
+  CHECK(bounded.hash() == ir::structural_hash(g.program));
+  CHECK(bounded.equals(g.program));
+  CHECK(bounded.parameters().size() == 2);
+  CHECK(bounded.parameters()[0] == nullptr); // a computed value reads no buffer
+  CHECK(bounded.parameters()[1] == outside->source());
+}
+
 TEST_CASE("equal graphs compare equal through their subgraphs, not their pointers", "[ir]") {
   const auto a = sample_graphs();
   const auto b = sample_graphs(); // traced again: new subgraph objects
@@ -173,8 +218,8 @@ TEST_CASE("the compiler's output for a sample is what compiler_revision was bump
   // A digest of the compiled samples. When it changes, entries that older builds wrote to a
   // persistent cache would run a different program: bump compile::compiler_revision
   // (compile/compiler.hpp), then set this digest to the new one printed below.
-  constexpr std::uint64_t digest_at_revision = 6393543223932739811u;
-  static_assert(compile::compiler_revision == 5);
+  constexpr std::uint64_t digest_at_revision = 12295744442585864174u;
+  static_assert(compile::compiler_revision == 6);
   ir::hasher h;
   for (const ir::graph& g : sample_graphs()) {
     for (const char c : compile::serialize(record_of(g))) h.add(static_cast<unsigned char>(c));

@@ -23,13 +23,13 @@ public:
 
   // The executable compiled from `source` under `key`, or null; a hit becomes the most
   // recently used. The graph is compared, not only its key: two graphs whose 64-bit keys
-  // collide never share an executable.
+  // collide never share an executable. A barrier looks up its trace, whose graph is not
+  // built unless it misses.
   executable_ptr find(std::uint64_t key, const ir::graph& source) {
-    std::scoped_lock lock(mutex_);
-    const auto it = index_.find(key);
-    if (it == index_.end() || !(it->second->source == source)) return nullptr;
-    order_.splice(order_.begin(), order_, it->second);
-    return it->second->compiled;
+    return find_if(key, [&](const ir::graph& cached) { return cached == source; });
+  }
+  executable_ptr find(std::uint64_t key, const ir::numbered_trace& source) {
+    return find_if(key, [&](const ir::graph& cached) { return source.equals(cached); });
   }
 
   void insert(std::uint64_t key, ir::graph source, executable_ptr compiled) {
@@ -65,6 +65,15 @@ public:
   }
 
 private:
+  template <class Matches>
+  executable_ptr find_if(std::uint64_t key, Matches&& matches) {
+    std::scoped_lock lock(mutex_);
+    const auto it = index_.find(key);
+    if (it == index_.end() || !matches(it->second->source)) return nullptr;
+    order_.splice(order_.begin(), order_, it->second);
+    return it->second->compiled;
+  }
+
   struct entry {
     std::uint64_t key;
     ir::graph source;

@@ -31,7 +31,7 @@ namespace xlite::compile {
 // executable's meaning): it is part of the cache key, so entries an older compiler wrote
 // to a persistent cache are not run by a newer one. tests/lazy/serialize.cpp holds a
 // digest of a compiled sample that fails when the output changes and the revision did not.
-inline constexpr std::uint32_t compiler_revision = 5;
+inline constexpr std::uint32_t compiler_revision = 6;
 
 namespace detail {
 

@@ -106,16 +106,14 @@ private:
 
 // Calls visit(n) for each node reachable from `root` that known(n) does not yet know, after
 // its operands; visit must make n known. Iterative: a trace of 10^5 steps without a barrier
-// must not overflow the stack.
+// must not overflow the stack. A node is asked about once per edge that reaches it: one on
+// the stack cannot become known before it is popped, since the graph is acyclic.
 template <class Known, class Visit>
 void walk_post_order(const node* root, Known&& known, Visit&& visit) {
+  if (known(root)) return;
   std::vector<std::pair<const node*, std::size_t>> stack{{root, 0}}; // node, next operand to visit
   while (!stack.empty()) {
     auto& [n, next] = stack.back();
-    if (known(n)) {
-      stack.pop_back();
-      continue;
-    }
     if (next < n->operands().size()) {
       const node* operand = n->operands()[next++].get();
       if (!known(operand)) stack.emplace_back(operand, 0);
@@ -135,50 +133,6 @@ struct captured_graph {
   // debugging off); empty when no node of the graph has an origin.
   std::vector<std::shared_ptr<const call_stack>> origins;
 };
-
-// The graph that computes `outputs` from a trace. Nodes reached along several paths appear
-// once; so does a parameter source held by several parameter nodes. The `boundary` nodes,
-// whatever they compute, become parameters 0, 1, ... in that order, and the walk does not go
-// below them: this is how a control op's subgraph reads the values it is given.
-inline captured_graph capture(std::span<const node_ptr> outputs, std::span<const node_ptr> boundary = {}) {
-  captured_graph result;
-  graph& g = result.program;
-  detail::pointer_index index, parameter_index; // by node, by parameter source
-  const auto add_instruction = [&](instruction ins, const node& n) {
-    g.instructions.push_back(std::move(ins));
-    if (n.origin() || !result.origins.empty()) {
-      result.origins.resize(g.instructions.size());
-      result.origins.back() = n.origin();
-    }
-    return static_cast<value_id>(g.instructions.size() - 1);
-  };
-  const auto add_parameter = [&](const node& n) {
-    instruction ins{op::parameter, n.type(), n.shape(), {}, {}};
-    ins.attrs.ints = {static_cast<std::int64_t>(g.parameter_count++)};
-    result.parameters.push_back(n.code() == op::parameter ? n.source() : nullptr);
-    return add_instruction(std::move(ins), n);
-  };
-  for (const node_ptr& b : boundary) {
-    if (!index.contains(b.get())) index.insert(b.get(), add_parameter(*b));
-  }
-  for (const node_ptr& out : outputs) {
-    walk_post_order(
-        out.get(), [&](const node* n) { return index.contains(n); },
-        [&](const node* n) {
-          if (n->code() == op::parameter) {
-            const value_id* known = parameter_index.find(n->source().get());
-            index.insert(n, known ? *known : parameter_index.insert(n->source().get(), add_parameter(*n)));
-            return;
-          }
-          instruction ins{n->code(), n->type(), n->shape(), {}, n->attrs()};
-          ins.operands.reserve(n->operands().size());
-          for (const node_ptr& operand : n->operands()) ins.operands.push_back(index.at(operand.get()));
-          index.insert(n, add_instruction(std::move(ins), *n));
-        });
-    g.outputs.push_back(index.at(out.get()));
-  }
-  return result;
-}
 
 // ---- structural hash --------------------------------------------------------------------------
 
@@ -204,28 +158,200 @@ struct hasher {
   }
 };
 
+inline std::uint64_t structural_hash(const graph& g);
+
+namespace detail {
+
+// One instruction's words. Counts share words and operand ids go two to a word: the hash
+// is on every barrier's path, and each word costs a multiplication's latency.
+inline void hash_instruction(hasher& h, op code, dtype type, const xlite::shape& shape,
+                             std::span<const value_id> operands, std::span<const std::int64_t> ints, bool flag,
+                             const literal& value, std::span<const std::shared_ptr<const graph>> subgraphs) {
+  const auto real = std::bit_cast<std::uint64_t>(value.real);
+  const bool has_value = real != 0 || value.integer != 0;
+  h.add(static_cast<std::uint64_t>(code) | static_cast<std::uint64_t>(type) << 8 |
+        static_cast<std::uint64_t>(shape.rank()) << 16 | static_cast<std::uint64_t>(flag) << 24 |
+        static_cast<std::uint64_t>(has_value) << 25 | static_cast<std::uint64_t>(operands.size()) << 32);
+  h.add(ints.size() | static_cast<std::uint64_t>(subgraphs.size()) << 32);
+  for (const std::int64_t dim : shape) h.add(static_cast<std::uint64_t>(dim));
+  for (std::size_t i = 0; i < operands.size(); i += 2) {
+    h.add(operands[i] | (i + 1 < operands.size() ? std::uint64_t{operands[i + 1]} << 32 : 0));
+  }
+  for (const std::int64_t v : ints) h.add(static_cast<std::uint64_t>(v));
+  if (has_value) {
+    h.add(real);
+    h.add(static_cast<std::uint64_t>(value.integer));
+  }
+  for (const auto& sub : subgraphs) h.add(structural_hash(*sub));
+}
+
+inline void hash_outputs(hasher& h, std::span<const value_id> outputs) {
+  h.add(outputs.size());
+  for (const value_id out : outputs) h.add(out);
+}
+
+} // namespace detail
+
 // Covers ops, dtypes, shapes, attributes (constants and subgraphs included), operand
 // wiring, parameter positions and outputs; not parameter values. Equal graphs hash equal.
 inline std::uint64_t structural_hash(const graph& g) {
   hasher h;
   h.add(g.instructions.size());
   for (const instruction& ins : g.instructions) {
-    h.add(static_cast<std::uint64_t>(ins.code) << 8 | static_cast<std::uint64_t>(ins.type));
-    h.add(ins.shape.rank());
-    for (const std::int64_t dim : ins.shape) h.add(static_cast<std::uint64_t>(dim));
-    h.add(ins.operands.size());
-    for (const value_id operand : ins.operands) h.add(operand);
-    h.add(ins.attrs.ints.size());
-    for (const std::int64_t v : ins.attrs.ints) h.add(static_cast<std::uint64_t>(v));
-    h.add(ins.attrs.flag);
-    h.add(std::bit_cast<std::uint64_t>(ins.attrs.value.real));
-    h.add(static_cast<std::uint64_t>(ins.attrs.value.integer));
-    h.add(ins.attrs.subgraphs.size());
-    for (const auto& sub : ins.attrs.subgraphs) h.add(structural_hash(*sub));
+    detail::hash_instruction(h, ins.code, ins.type, ins.shape, ins.operands, ins.attrs.ints, ins.attrs.flag,
+                             ins.attrs.value, ins.attrs.subgraphs);
   }
-  h.add(g.outputs.size());
-  for (const value_id out : g.outputs) h.add(out);
+  detail::hash_outputs(h, g.outputs);
   return h.state;
+}
+
+// ---- capture --------------------------------------------------------------------------------
+
+// The nodes of the graph that computes `outputs` from a trace, numbered in instruction
+// order: the first half of capture. It is all a cache hit needs (the hash, the comparison
+// with the cached graph, the parameters' buffers), so a hit allocates no instruction; a
+// miss builds the graph from it. It points into the trace: `outputs` must outlive it.
+//
+// Nodes reached along several paths get one number; so do parameter nodes that read one
+// buffer. The `boundary` nodes, whatever they compute, become parameters 0, 1, ... in that
+// order, and the walk does not go below them: this is how a control op's subgraph reads the
+// values it is given.
+class numbered_trace {
+public:
+  explicit numbered_trace(std::span<const node_ptr> outputs, std::span<const node_ptr> boundary = {}) {
+    detail::pointer_index parameter_ids; // by parameter source
+    const auto number = [&](const node* n, bool parameter) {
+      ids_.insert(n, static_cast<value_id>(nodes_.size()));
+      nodes_.push_back(n);
+      if (!parameter) {
+        for (const node_ptr& operand : n->operands()) operand_ids_.push_back(ids_.at(operand.get()));
+      }
+      operands_end_.push_back(static_cast<std::uint32_t>(operand_ids_.size()));
+      parameter_count_ += parameter;
+    };
+    for (const node_ptr& b : boundary) {
+      if (!ids_.contains(b.get())) number(b.get(), true);
+    }
+    boundary_count_ = nodes_.size();
+    for (const node_ptr& out : outputs) {
+      walk_post_order(
+          out.get(), [&](const node* n) { return ids_.contains(n); },
+          [&](const node* n) {
+            const bool parameter = n->code() == op::parameter;
+            if (parameter) {
+              if (const value_id* known = parameter_ids.find(n->source().get())) {
+                ids_.insert(n, *known);
+                return;
+              }
+              parameter_ids.insert(n->source().get(), static_cast<value_id>(nodes_.size()));
+            }
+            number(n, parameter);
+          });
+      outputs_.push_back(ids_.at(out.get()));
+    }
+  }
+
+  std::size_t size() const noexcept { return nodes_.size(); }
+  std::size_t parameter_count() const noexcept { return parameter_count_; }
+
+  // The buffers parameters 0, 1, ... read (null for a boundary node that is not a parameter).
+  std::vector<std::shared_ptr<const parameter_source>> parameters() const {
+    std::vector<std::shared_ptr<const parameter_source>> sources;
+    sources.reserve(parameter_count_);
+    for (std::size_t id = 0; id < size(); ++id) {
+      if (reads_parameter(id)) sources.push_back(nodes_[id]->code() == op::parameter ? nodes_[id]->source() : nullptr);
+    }
+    return sources;
+  }
+
+  // Equal to structural_hash(to_graph().program).
+  std::uint64_t hash() const {
+    hasher h;
+    h.add(size());
+    std::int64_t position = 0;
+    for (std::size_t id = 0; id < size(); ++id) {
+      const node& n = *nodes_[id];
+      if (reads_parameter(id)) {
+        const std::int64_t ints[] = {position++};
+        detail::hash_instruction(h, op::parameter, n.type(), n.shape(), {}, ints, false, {}, {});
+      } else {
+        const attributes& a = n.attrs();
+        detail::hash_instruction(h, n.code(), n.type(), n.shape(), operands(id), a.ints, a.flag, a.value, a.subgraphs);
+      }
+    }
+    detail::hash_outputs(h, outputs_);
+    return h.state;
+  }
+
+  // Whether to_graph().program would equal g.
+  bool equals(const graph& g) const {
+    if (g.instructions.size() != size() || g.parameter_count != parameter_count_ ||
+        !std::ranges::equal(g.outputs, outputs_)) {
+      return false;
+    }
+    std::int64_t position = 0;
+    for (std::size_t id = 0; id < size(); ++id) {
+      const node& n = *nodes_[id];
+      const instruction& ins = g.instructions[id];
+      if (ins.type != n.type() || ins.shape != n.shape()) return false;
+      const bool same = reads_parameter(id) ? ins == parameter_instruction(ins.type, ins.shape, position++)
+                                            : ins.code == n.code() && std::ranges::equal(ins.operands, operands(id)) &&
+                                                  ins.attrs == n.attrs();
+      if (!same) return false;
+    }
+    return true;
+  }
+
+  captured_graph to_graph() const {
+    captured_graph result;
+    graph& g = result.program;
+    g.instructions.reserve(size());
+    for (std::size_t id = 0; id < size(); ++id) {
+      const node& n = *nodes_[id];
+      if (reads_parameter(id)) {
+        g.instructions.push_back(
+            parameter_instruction(n.type(), n.shape(), static_cast<std::int64_t>(g.parameter_count++)));
+      } else {
+        // Filled in place: a temporary moved in costs a store-forwarding stall per instruction.
+        instruction& ins = g.instructions.emplace_back();
+        ins.code = n.code();
+        ins.type = n.type();
+        ins.shape = n.shape();
+        ins.attrs = n.attrs();
+        ins.operands.assign(operands(id).begin(), operands(id).end());
+      }
+      if (n.origin() && result.origins.empty()) result.origins.resize(size());
+      if (!result.origins.empty()) result.origins[id] = n.origin();
+    }
+    g.outputs = outputs_;
+    result.parameters = parameters();
+    return result;
+  }
+
+private:
+  bool reads_parameter(std::size_t id) const { return id < boundary_count_ || nodes_[id]->code() == op::parameter; }
+  std::span<const value_id> operands(std::size_t id) const {
+    const std::uint32_t begin = id == 0 ? 0 : operands_end_[id - 1];
+    return std::span(operand_ids_).subspan(begin, operands_end_[id] - begin);
+  }
+  static instruction parameter_instruction(dtype type, const xlite::shape& shape, std::int64_t position) {
+    instruction ins{op::parameter, type, shape, {}, {}};
+    ins.attrs.ints = {position};
+    return ins;
+  }
+
+  std::vector<const node*> nodes_; // by value id
+  detail::pointer_index ids_;      // value id by node
+  std::vector<value_id> operand_ids_;
+  std::vector<std::uint32_t> operands_end_; // where each node's operand ids end in operand_ids_
+  std::vector<value_id> outputs_;
+  std::size_t boundary_count_ = 0;
+  std::size_t parameter_count_ = 0;
+};
+
+// The graph that computes `outputs` from a trace (see numbered_trace).
+inline captured_graph capture(std::span<const node_ptr> outputs, std::span<const node_ptr> boundary = {}) {
+  return numbered_trace(outputs, boundary).to_graph();
 }
 
 } // namespace xlite::ir

@@ -45,8 +45,8 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states, con
   compile::executable_ptr exe;
   std::vector<runtime::device_data_ptr> parameters;
   try {
-    ir::captured_graph captured = ir::capture(outputs);
-    for (const auto& p : captured.parameters) {
+    const ir::numbered_trace captured(outputs);
+    for (const auto& p : captured.parameters()) {
       auto data = std::dynamic_pointer_cast<const runtime::device_data>(p);
       if (!data) {
         throw value_error("a tensor traced inside a while_loop or cond body was used outside that body; "
@@ -54,7 +54,7 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states, con
       }
       parameters.push_back(std::const_pointer_cast<runtime::device_data>(std::move(data)));
     }
-    exe = runtime::find_or_compile(captured.program, {cause.reason, cause.where, d.ordinal()}, captured.origins);
+    exe = runtime::find_or_compile(captured, {cause.reason, cause.where, d.ordinal()});
   } catch (...) {
     // The tensors hold the error, and the trace goes on without them.
     for (const auto& r : results) r->fail(std::current_exception());

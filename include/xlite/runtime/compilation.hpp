@@ -27,6 +27,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -171,28 +172,32 @@ inline void set_compilation_cache_capacity(std::size_t capacity) {
 // Empties the in-memory cache; the persistent one keeps its entries.
 inline void clear_compilation_cache() { compile::default_cache().clear(); }
 
-// The executable for `captured`, from a cache or compiled now. `origins` (by value id, from
-// ir::capture with XLITE_IR_DEBUG) go into the saved graphs.
-inline compile::executable_ptr find_or_compile(const ir::graph& captured, const debug::step_cause& cause,
-                                               std::span<const std::shared_ptr<const call_stack>> origins = {}) {
-  const std::uint64_t graph_hash = ir::structural_hash(captured);
+// The executable for the trace's graph, from a cache or compiled now. A hit in memory
+// compares the trace with the cached graph and builds no graph of its own.
+inline compile::executable_ptr find_or_compile(const ir::numbered_trace& trace, const debug::step_cause& cause) {
+  const std::uint64_t graph_hash = trace.hash();
   const amp::policy precision = amp::current_policy();
   const compile_context& context = current_compile_context(precision);
   const std::uint64_t key = detail::cache_key(graph_hash, context);
-  debug::save_graph_if_requested(captured, graph_hash, cause, origins);
-  debug::analyse_execution(captured, graph_hash, cause);
+  std::optional<ir::captured_graph> built;
+  const auto captured = [&]() -> const ir::captured_graph& {
+    if (!built) built = trace.to_graph();
+    return *built;
+  };
+  if (debug::saving_graphs()) debug::save_graph_if_requested(captured().program, graph_hash, cause, captured().origins);
+  if (debug::debug_level() >= 2) debug::analyse_execution(captured().program, graph_hash, cause);
   auto& counters = detail::counters();
-  if (auto found = compile::default_cache().find(key, captured)) {
+  if (auto found = compile::default_cache().find(key, trace)) {
     counters.cached.fetch_add(1, std::memory_order_relaxed);
     return found;
   }
   const auto disk = detail::persistent_cache();
   if (disk) {
-    auto found = disk->find(key, context.text, captured);
+    auto found = disk->find(key, context.text, captured().program);
     if (found.result == compile::disk_cache::outcome::hit) {
       counters.persistent_hit.fetch_add(1, std::memory_order_relaxed);
       request_native_kernels(*found.compiled, detail::native_library_directory(*disk));
-      compile::default_cache().insert(key, captured, found.compiled);
+      compile::default_cache().insert(key, captured().program, found.compiled);
       return std::move(found.compiled);
     }
     counters.persistent_miss.fetch_add(1, std::memory_order_relaxed);
@@ -204,12 +209,12 @@ inline compile::executable_ptr find_or_compile(const ir::graph& captured, const 
   {
     profiler::scope compiling(profiler::track::host_compile(), "compile", {{"graph hash", debug::detail::hex(graph_hash)}});
     metrics::timer timing("CompileTime");
-    compiled = compile::compile_graph(captured, precision, evaluate_constant);
+    compiled = compile::compile_graph(captured().program, precision, evaluate_constant);
   }
   counters.uncached.fetch_add(1, std::memory_order_relaxed);
-  debug::analyse_compilation(captured, graph_hash, cause);
-  compile::default_cache().insert(key, captured, compiled);
-  if (disk) disk->store(key, {context.text, captured, compiled});
+  debug::analyse_compilation(captured().program, graph_hash, cause);
+  compile::default_cache().insert(key, captured().program, compiled);
+  if (disk) disk->store(key, {context.text, captured().program, compiled});
   request_native_kernels(*compiled, disk ? detail::native_library_directory(*disk) : std::filesystem::path{});
   return compiled;
 }

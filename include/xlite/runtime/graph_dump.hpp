@@ -56,6 +56,9 @@ inline graph_dump& dump_state() {
 
 } // namespace detail
 
+// Whether XLITE_SAVE_TENSORS_FILE is set: a barrier builds the graph of a cache hit only then.
+inline bool saving_graphs() { return detail::dump_state().settings.path.has_value(); }
+
 // Appends `g` to XLITE_SAVE_TENSORS_FILE, if it is set. A file that cannot be opened is
 // warned about once; the program goes on.
 inline void save_graph_if_requested(const ir::graph& g, std::uint64_t hash, const step_cause& cause,
