@@ -1,5 +1,5 @@
 // The lazy path's costs, against the static path and against its targets (issue 5):
-//   chain10/xlite      ten element-wise ops on 2^24 floats traced, compiled (a cache hit
+//   chain10/xlite      ten element-wise ops on 2^20 and 2^24 floats traced, compiled (a cache hit
 //                      after the first step) and run, against chain10/static, the same
 //                      expression on the static path: the "peer" row; the kernel runs as
 //                      native code (runtime/native_kernels.hpp), and chain10/interpreted runs
@@ -207,7 +207,7 @@ void adam_update(benchmark::State& state) {
 namespace xlite::bench {
 
 void register_xlite_lazy() {
-  const std::vector<std::int64_t> sizes = {std::int64_t{1} << 24};
+  const std::vector<std::int64_t> sizes = {std::int64_t{1} << 20, std::int64_t{1} << 24};
   const std::vector<std::int64_t> pool_threads = {static_cast<std::int64_t>(default_thread_pool().num_threads())};
   register_sized("chain10", "static", chain_static, sizes, pool_threads);
   register_sized("chain10", "xlite", chain_lazy<true>, sizes, pool_threads);

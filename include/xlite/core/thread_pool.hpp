@@ -69,7 +69,7 @@ public:
     current_pool() = outer;
     // No worker joins from here on; wait for those that did to finish their last chunk.
     open_.store(false, std::memory_order_seq_cst);
-    detail::spin_until([&] { return participants_.load(std::memory_order_seq_cst) == 0; }, spin_before_sleep);
+    detail::spin_until([&] { return participants_.load(std::memory_order_seq_cst) == 0; });
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
