@@ -32,7 +32,9 @@ inline node_ptr make_node(op code, dtype type, const shape& s, std::vector<node_
 
 // ---- sources --------------------------------------------------------------------------------
 
+// A parameter reads `source`, which must exist: capture tells parameters apart by it.
 inline node_ptr parameter(std::shared_ptr<const parameter_source> source, dtype type, const shape& s) {
+  if (!source) throw value_error("parameter: a parameter node needs a source");
   return make_node(op::parameter, type, s, {}, {}, std::move(source));
 }
 

@@ -210,7 +210,8 @@ inline std::uint64_t structural_hash(const graph& g) {
 // The nodes of the graph that computes `outputs` from a trace, numbered in instruction
 // order: the first half of capture. It is all a cache hit needs (the hash, the comparison
 // with the cached graph, the parameters' buffers), so a hit allocates no instruction; a
-// miss builds the graph from it. It points into the trace: `outputs` must outlive it.
+// miss builds the graph from it. It holds its outputs and boundary, so the nodes it
+// numbers live as long as it does.
 //
 // Nodes reached along several paths get one number; so do parameter nodes that read one
 // buffer. The `boundary` nodes, whatever they compute, become parameters 0, 1, ... in that
@@ -218,7 +219,9 @@ inline std::uint64_t structural_hash(const graph& g) {
 // values it is given.
 class numbered_trace {
 public:
-  explicit numbered_trace(std::span<const node_ptr> outputs, std::span<const node_ptr> boundary = {}) {
+  explicit numbered_trace(std::span<const node_ptr> outputs, std::span<const node_ptr> boundary = {})
+      : roots_(outputs.begin(), outputs.end()) {
+    roots_.insert(roots_.end(), boundary.begin(), boundary.end());
     detail::pointer_index parameter_ids; // by parameter source
     const auto number = [&](const node* n, bool parameter) {
       ids_.insert(n, static_cast<value_id>(nodes_.size()));
@@ -294,7 +297,7 @@ public:
       const node& n = *nodes_[id];
       const instruction& ins = g.instructions[id];
       if (ins.type != n.type() || ins.shape != n.shape()) return false;
-      const bool same = reads_parameter(id) ? ins == parameter_instruction(ins.type, ins.shape, position++)
+      const bool same = reads_parameter(id) ? is_parameter_instruction(ins, position++)
                                             : ins.code == n.code() && std::ranges::equal(ins.operands, operands(id)) &&
                                                   ins.attrs == n.attrs();
       if (!same) return false;
@@ -339,7 +342,15 @@ private:
     ins.attrs.ints = {position};
     return ins;
   }
+  // Whether ins, of a parameter's type and shape, is parameter_instruction(.., position);
+  // compared field by field, since a hit must not allocate.
+  static bool is_parameter_instruction(const instruction& ins, std::int64_t position) {
+    const attributes& a = ins.attrs;
+    return ins.code == op::parameter && ins.operands.empty() && a.ints.size() == 1 && a.ints[0] == position &&
+           !a.flag && a.value == literal{} && a.subgraphs.empty();
+  }
 
+  std::vector<node_ptr> roots_;    // the outputs and the boundary, which keep nodes_ alive
   std::vector<const node*> nodes_; // by value id
   detail::pointer_index ids_;      // value id by node
   std::vector<value_id> operand_ids_;

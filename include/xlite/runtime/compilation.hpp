@@ -1,7 +1,8 @@
 #pragma once
 
-// From a captured graph to its executable: the in-memory cache, then the persistent cache
-// (if initialize_cache() or XLITE_CACHE_DIR named one), then the compiler. Each outcome is
+// From a barrier's trace to its executable: the in-memory cache (the numbered trace hashed
+// and compared in place), then the persistent cache (if initialize_cache() or
+// XLITE_CACHE_DIR named one), then the compiler. Each outcome is
 // counted as PyTorch/XLA counts it:
 //
 //   CachedCompile          found in memory
