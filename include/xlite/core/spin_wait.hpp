@@ -21,26 +21,45 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-// How long a spin pauses before it yields its core at each try (a few microseconds). On a
-// machine with few cores a thread that keeps spinning keeps the thread it waits for, or one
-// just woken to go on after it, from running: a lazy step of a 2^20-element chain on 2
-// cores (the caller, the device's worker and a pool worker) took 426 us with pauses only
-// and 140 us with yields, 120 us of it computing. A yield returns at once when no other
-// thread wants the core.
-inline constexpr unsigned pauses_before_yield = 256;
+// One try of a spin at a time: pauses for the first few microseconds, then yields the
+// core at each try. On a machine with few cores a thread that keeps spinning keeps the
+// thread it waits for, or one just woken to go on after it, from running: a lazy step of
+// a 2^20-float chain on 2 cores (the caller, the device's worker and a pool worker) took
+// 409-424 us with pauses only and 131-132 us with yields, 120 us of it computing. A
+// yield returns at once when no other thread wants the core. The phases are timed, not
+// counted: a pause lasts from a few cycles to over a hundred, by CPU.
+class spinner {
+public:
+  using clock = std::chrono::steady_clock;
+  static constexpr std::chrono::microseconds pause_phase{5};
 
-inline void spin_once(unsigned tries) {
-  if (tries > pauses_before_yield) {
-    std::this_thread::yield();
-  } else {
+  explicit spinner(clock::time_point deadline = clock::time_point::max()) : deadline_(deadline) {}
+
+  // Pauses or yields once; false when the deadline has passed (checked at every yield, and
+  // every 64th pause, since reading the clock costs as much as dozens of pauses).
+  bool spin() {
+    if (yielding_) {
+      std::this_thread::yield();
+      return clock::now() <= deadline_;
+    }
     cpu_relax();
+    if (++pauses_ % 64 != 0) return true;
+    const auto now = clock::now();
+    yielding_ = now - start_ > pause_phase;
+    return now <= deadline_;
   }
-}
+
+private:
+  clock::time_point start_ = clock::now();
+  clock::time_point deadline_;
+  unsigned pauses_ = 0;
+  bool yielding_ = false;
+};
 
 // Calls done() until it returns true, for a wait that no notify ends.
 template <class Done>
 void spin_until(Done&& done) {
-  for (unsigned tries = 1; !done(); ++tries) spin_once(tries);
+  for (spinner s; !done();) s.spin();
 }
 
 // Waits until `value` is no longer `old` and returns what it is: spins for up to `spin`,
@@ -55,12 +74,10 @@ void spin_until(Done&& done) {
 template <class T>
 T wait_for_change(const std::atomic<T>& value, T old, std::chrono::microseconds spin,
                   std::chrono::microseconds nap = std::chrono::microseconds(0)) {
-  const auto spin_end = std::chrono::steady_clock::now() + spin;
-  for (unsigned tries = 1;; ++tries) {
+  for (spinner s(std::chrono::steady_clock::now() + spin);;) {
     const T now = value.load(std::memory_order_acquire);
     if (now != old) return now;
-    if (tries % 64 == 0 && std::chrono::steady_clock::now() > spin_end) break;
-    spin_once(tries);
+    if (!s.spin()) break;
   }
   const auto nap_end = std::chrono::steady_clock::now() + nap;
   while (std::chrono::steady_clock::now() < nap_end) {
