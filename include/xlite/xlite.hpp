@@ -13,3 +13,4 @@
 #include "xlite/kernels.hpp"
 #include "xlite/lazy.hpp"
 #include "xlite/optim.hpp"
+#include "xlite/spmd.hpp"

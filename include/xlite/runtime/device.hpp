@@ -1,10 +1,11 @@
 #pragma once
 
 // Devices. xlite runs on virtual CPU devices, "cpu:0" to "cpu:N-1", where N is
-// XLITE_NUM_DEVICES (default 1) or what set_num_devices() said before the first device
-// was used. Each device has its own buffers and its own worker thread (runtime/worker.hpp);
+// XLITE_NUM_DEVICES (default 1) or what runtime::set_num_devices() said before the device
+// count was first read. Each device has its own buffers and its own worker thread (runtime/worker.hpp);
 // SPMD runs a partitioned program on all of them.
 
+#include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <ostream>
@@ -37,18 +38,48 @@ private:
 namespace runtime {
 
 namespace detail {
-inline std::int64_t& configured_device_count() {
-  static std::int64_t count = env_integer("XLITE_NUM_DEVICES", 1, 4096).value_or(1);
-  return count;
+// The device count, and whether it has been read: buffers, workers and meshes are sized by
+// it, so it can no longer change.
+struct device_count_setting {
+  std::int64_t count = env_integer("XLITE_NUM_DEVICES", 1, 4096).value_or(1);
+  std::atomic<bool> fixed{false};
+};
+inline device_count_setting& configured_devices() {
+  static device_count_setting setting;
+  return setting;
 }
 } // namespace detail
 
 // The kind of device this process computes on, as torch_xla.runtime.device_type().
 inline std::string device_type() { return "CPU"; }
 
+// XLITE_NUM_DEVICES's C++ twin: how many cpu devices this process has. Call it before
+// anything asks for the device count; afterwards it is a config_error.
+inline void set_num_devices(std::int64_t count) {
+  detail::device_count_setting& setting = detail::configured_devices();
+  if (count < 1 || count > 4096) {
+    throw config_error(xlite::detail::message("set_num_devices: ", count, " is not a device count from 1 to 4096"));
+  }
+  if (setting.fixed.load()) {
+    throw config_error(xlite::detail::message("set_num_devices: the device count is already fixed at ", setting.count,
+                                              "; call it before the first use of a device"));
+  }
+  setting.count = count;
+}
+
 } // namespace runtime
 
-inline std::int64_t device_count() { return runtime::detail::configured_device_count(); }
+inline std::int64_t device_count() {
+  runtime::detail::device_count_setting& setting = runtime::detail::configured_devices();
+  setting.fixed.store(true);
+  return setting.count;
+}
+
+namespace runtime {
+// The devices of all processes, as torch_xla.runtime.global_runtime_device_count(): a mesh
+// is laid over them. One process has them all until collectives run over MPI.
+inline std::int64_t global_runtime_device_count() { return device_count(); }
+} // namespace runtime
 
 inline std::vector<device> devices() {
   std::vector<device> all;
