@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "eight_devices.hpp"
+#include "../runtime/eight_devices.hpp"
 
 using Catch::Matchers::Contains;
 using xlite::spmd::hybrid_mesh;

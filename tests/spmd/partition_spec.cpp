@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "eight_devices.hpp"
+#include "../runtime/eight_devices.hpp"
 
 using Catch::Matchers::Contains;
 using xlite::shape;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "eight_devices.hpp"
+#include "../runtime/eight_devices.hpp"
 
 using xlite::shape;
 using xlite::ir::device_array;

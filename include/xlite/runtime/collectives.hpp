@@ -1,0 +1,402 @@
+#pragma once
+
+// Collectives between the devices of this process, as XLA defines them
+// (operation_semantics: AllReduce, AllGather, ReduceScatter, AllToAll, CollectivePermute)
+// and torch_xla's xla_model exposes them, with replica groups. Each device calls the
+// collective from its own thread with its own buffer; the call returns that device's result.
+//
+// Arguments are checked after the members meet, where they are known to agree (each
+// member's call is described, and the descriptions compared): a bad argument then fails
+// every member alike, instead of one member failing and the others waiting for it.
+//
+// Results are the same on every member and for any timing: a reduction combines the
+// members' values in group order, element by element, in float for the 16-bit floats (one
+// rounding at the end) and in the type itself otherwise; integers wrap as in PyTorch.
+// all_reduce splits the work: member k reduces the k-th part of the elements, and every
+// member copies the whole result.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "xlite/core/dtype.hpp"
+#include "xlite/core/dtype_dispatch.hpp"
+#include "xlite/core/error.hpp"
+#include "xlite/core/shape.hpp"
+#include "xlite/core/storage_float.hpp"
+#include "xlite/runtime/buffer.hpp"
+#include "xlite/runtime/device.hpp"
+#include "xlite/runtime/rendezvous.hpp"
+
+namespace xlite::runtime {
+
+// torch_xla's REDUCE_SUM, REDUCE_MUL, REDUCE_MIN, REDUCE_MAX, REDUCE_AND, REDUCE_OR. On
+// bool, sum is or and mul is and; and/or take bool and integers.
+enum class reduce_type : std::uint8_t { sum, mul, min, max, logical_and, logical_or };
+
+constexpr std::string_view name(reduce_type r) {
+  constexpr std::string_view names[] = {"sum", "mul", "min", "max", "and", "or"};
+  return names[static_cast<std::size_t>(r)];
+}
+
+namespace detail {
+
+// Calls run(source, target, length) with element offsets for each row of a block of
+// `extent` that starts at `from` in a row-major array of dims `source` and lands at `to` in
+// one of dims `target`.
+template <class Run>
+void for_each_row(std::span<const std::int64_t> source, std::span<const std::int64_t> from,
+                  std::span<const std::int64_t> target, std::span<const std::int64_t> to,
+                  std::span<const std::int64_t> extent, Run&& run) {
+  const std::size_t rank = extent.size();
+  if (std::ranges::any_of(extent, [](std::int64_t e) { return e == 0; })) return;
+  if (rank == 0) return run(std::int64_t{0}, std::int64_t{0}, std::int64_t{1});
+  std::vector<std::int64_t> at(rank, 0); // the row's index within the block (last entry 0)
+  for (;;) {
+    std::int64_t s = 0;
+    std::int64_t t = 0;
+    for (std::size_t axis = 0; axis < rank; ++axis) {
+      s = s * source[axis] + from[axis] + at[axis];
+      t = t * target[axis] + to[axis] + at[axis];
+    }
+    run(s, t, extent[rank - 1]);
+    std::size_t axis = rank - 1;
+    for (;;) { // the next row: odometer over all but the last axis
+      if (axis == 0) return;
+      --axis;
+      if (++at[axis] < extent[axis]) break;
+      at[axis] = 0;
+    }
+  }
+}
+
+// The type a reduction of T accumulates in: float for the 16-bit floats; for integer sums
+// and products the unsigned type of the same width, so overflow wraps instead of being
+// undefined.
+template <class T, reduce_type R>
+struct accumulator {
+  using type = T;
+};
+template <class T, reduce_type R>
+requires is_storage_float_v<T>
+struct accumulator<T, R> {
+  using type = float;
+};
+template <class T, reduce_type R>
+requires(std::is_integral_v<T> && !std::is_same_v<T, bool> &&
+         (R == reduce_type::sum || R == reduce_type::mul)) struct accumulator<T, R> {
+  using type = std::make_unsigned_t<T>;
+};
+template <class T, reduce_type R>
+using accumulator_t = typename accumulator<T, R>::type;
+
+template <reduce_type R, class A>
+A combine(A a, A b) {
+  if constexpr (std::is_same_v<A, bool>) {
+    return R == reduce_type::sum || R == reduce_type::logical_or || R == reduce_type::max ? a || b : a && b;
+  } else if constexpr (R == reduce_type::sum) {
+    return static_cast<A>(a + b);
+  } else if constexpr (R == reduce_type::mul) {
+    return static_cast<A>(a * b);
+  } else if constexpr (R == reduce_type::min || R == reduce_type::max) {
+    if constexpr (std::is_floating_point_v<A>) {
+      if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? a : b; // NaN wins, as in PyTorch
+    }
+    return R == reduce_type::min ? std::min(a, b) : std::max(a, b);
+  } else if constexpr (std::is_integral_v<A>) {
+    return R == reduce_type::logical_and ? a & b : a | b;
+  } else {
+    return a; // floating and/or: rejected before
+  }
+}
+
+template <class F>
+decltype(auto) visit_reduce_type(reduce_type r, F&& f) {
+  switch (r) {
+  case reduce_type::sum:
+    return f(std::integral_constant<reduce_type, reduce_type::sum>{});
+  case reduce_type::mul:
+    return f(std::integral_constant<reduce_type, reduce_type::mul>{});
+  case reduce_type::min:
+    return f(std::integral_constant<reduce_type, reduce_type::min>{});
+  case reduce_type::max:
+    return f(std::integral_constant<reduce_type, reduce_type::max>{});
+  case reduce_type::logical_and:
+    return f(std::integral_constant<reduce_type, reduce_type::logical_and>{});
+  case reduce_type::logical_or:
+    break;
+  }
+  return f(std::integral_constant<reduce_type, reduce_type::logical_or>{});
+}
+
+// target[0, length) = scale * (inputs[0][offset + i] op inputs[1][offset + i] op ...), in
+// group order.
+inline void reduce_rows(std::span<const std::shared_ptr<const buffer>> inputs, std::int64_t source_offset,
+                        buffer& target, std::int64_t target_offset, std::int64_t length, reduce_type r, double scale) {
+  visit_dtype(target.type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    visit_reduce_type(r, [&](auto op) {
+      using A = accumulator_t<T, decltype(op)::value>;
+      T* out = target.as<T>() + target_offset;
+      for (std::int64_t i = 0; i < length; ++i) {
+        A acc = static_cast<A>(inputs[0]->as<T>()[source_offset + i]);
+        for (std::size_t k = 1; k < inputs.size(); ++k) {
+          acc = combine<decltype(op)::value>(acc, static_cast<A>(inputs[k]->as<T>()[source_offset + i]));
+        }
+        if constexpr (std::is_floating_point_v<A>) {
+          if (scale != 1.0) acc = static_cast<A>(acc * static_cast<A>(scale));
+        }
+        out[i] = static_cast<T>(acc);
+      }
+    });
+  });
+}
+
+inline std::vector<std::int64_t> dims_of(const xlite::shape& s) { return {s.begin(), s.end()}; }
+
+} // namespace detail
+
+// The collectives of the devices of one process. Each call names the calling device.
+class in_process_collectives {
+public:
+  using input = std::shared_ptr<const buffer>;
+
+  explicit in_process_collectives(std::chrono::milliseconds timeout = collective_timeout())
+      : buffers_(timeout), payloads_(timeout) {}
+
+  // Every member gets the reduction of all members' x, times `scale` (floating point only).
+  buffer_ptr all_reduce(std::int64_t device, const input& x, reduce_type r, double scale = 1.0,
+                        const replica_groups& groups = {}) {
+    const call c =
+        meet(device, groups, x, xlite::detail::message("all_reduce(", name(r), ", scale=", scale, ")"), "all_reduce");
+    check_reduction(x->type(), r, scale, "all_reduce");
+    const std::int64_t n = x->shape().numel();
+    const auto members = static_cast<std::int64_t>(c.inputs().size());
+    const auto reduced = c.m->shared<buffer>([&] { return make_buffer(x->type(), x->shape()); });
+    const std::int64_t begin = n * c.position / members;
+    const std::int64_t end = n * (c.position + 1) / members;
+    detail::reduce_rows(c.inputs(), begin, *reduced, begin, end - begin, r, scale);
+    c.m->wait_all_done("all_reduce", deadline());
+    buffer_ptr result = make_buffer(x->type(), x->shape());
+    std::memcpy(result->data(), reduced->data(), static_cast<std::size_t>(result->byte_size()));
+    return result;
+  }
+
+  // Every member gets all members' x concatenated along `dim`, in group order.
+  buffer_ptr all_gather(std::int64_t device, const input& x, std::size_t dim, const replica_groups& groups = {}) {
+    const call c = meet(device, groups, x, xlite::detail::message("all_gather(dim=", dim, ")"), "all_gather");
+    check_dim(x->shape(), dim, "all_gather");
+    std::vector<std::int64_t> dims = detail::dims_of(x->shape());
+    const std::int64_t piece = dims[dim];
+    dims[dim] *= static_cast<std::int64_t>(c.inputs().size());
+    buffer_ptr result = make_buffer(x->type(), xlite::shape(dims));
+    std::vector<std::int64_t> to(dims.size(), 0);
+    for (const input& in : c.inputs()) {
+      copy_block(*in, std::vector<std::int64_t>(dims.size(), 0), *result, to, detail::dims_of(in->shape()));
+      to[dim] += piece;
+    }
+    c.m->wait_all_done("all_gather", deadline());
+    return result;
+  }
+
+  // Member k gets the k-th of n equal parts, along `dim`, of the reduction of all members'
+  // x (times `scale`); x's dimension must split into n parts.
+  buffer_ptr reduce_scatter(std::int64_t device, const input& x, reduce_type r, double scale, std::size_t dim,
+                            const replica_groups& groups = {}) {
+    const call c = meet(device, groups, x,
+                        xlite::detail::message("reduce_scatter(", name(r), ", scale=", scale, ", dim=", dim, ")"),
+                        "reduce_scatter");
+    check_reduction(x->type(), r, scale, "reduce_scatter");
+    check_dim(x->shape(), dim, "reduce_scatter");
+    std::vector<std::int64_t> dims = detail::dims_of(x->shape());
+    const auto members = static_cast<std::int64_t>(c.inputs().size());
+    check_divides(dims[dim], members, dim, "reduce_scatter", x->shape());
+    dims[dim] /= members;
+    buffer_ptr result = make_buffer(x->type(), xlite::shape(dims));
+    std::vector<std::int64_t> from(dims.size(), 0);
+    from[dim] = dims[dim] * c.position;
+    detail::for_each_row(detail::dims_of(x->shape()), from, dims, std::vector<std::int64_t>(dims.size(), 0), dims,
+                         [&](std::int64_t s, std::int64_t t, std::int64_t length) {
+                           detail::reduce_rows(c.inputs(), s, *result, t, length, r, scale);
+                         });
+    c.m->wait_all_done("reduce_scatter", deadline());
+    return result;
+  }
+
+  // x is cut into split_count parts along split_dim; member k's part j goes to member j,
+  // which concatenates the parts it receives along concat_dim, in group order.
+  // split_count must be the group's size.
+  buffer_ptr all_to_all(std::int64_t device, const input& x, std::size_t split_dim, std::size_t concat_dim,
+                        std::int64_t split_count, const replica_groups& groups = {}) {
+    const call c = meet(device, groups, x,
+                        xlite::detail::message("all_to_all(split_dim=", split_dim, ", concat_dim=", concat_dim,
+                                               ", split_count=", split_count, ")"),
+                        "all_to_all");
+    check_dim(x->shape(), split_dim, "all_to_all");
+    check_dim(x->shape(), concat_dim, "all_to_all");
+    const auto members = static_cast<std::int64_t>(c.inputs().size());
+    if (split_count != members) {
+      throw collective_error(xlite::detail::message("all_to_all: split_count is ", split_count, " but the group has ",
+                                                    members, " members"));
+    }
+    std::vector<std::int64_t> part = detail::dims_of(x->shape());
+    check_divides(part[split_dim], members, split_dim, "all_to_all", x->shape());
+    part[split_dim] /= members;
+    std::vector<std::int64_t> dims = part;
+    dims[concat_dim] *= members;
+    buffer_ptr result = make_buffer(x->type(), xlite::shape(dims));
+    std::vector<std::int64_t> from(dims.size(), 0);
+    from[split_dim] = part[split_dim] * c.position;
+    std::vector<std::int64_t> to(dims.size(), 0);
+    for (const input& in : c.inputs()) {
+      copy_block(*in, from, *result, to, part);
+      to[concat_dim] += part[concat_dim];
+    }
+    c.m->wait_all_done("all_to_all", deadline());
+    return result;
+  }
+
+  // Each (source, target) pair sends source's x to target; a device that is no pair's
+  // target gets zeros. Sources are distinct, and so are targets.
+  buffer_ptr collective_permute(std::int64_t device, const input& x,
+                                const std::vector<std::pair<std::int64_t, std::int64_t>>& pairs) {
+    std::vector<std::int64_t> members;
+    for (const auto& [source, target] : pairs) {
+      members.push_back(source);
+      members.push_back(target);
+    }
+    std::ranges::sort(members);
+    members.erase(std::unique(members.begin(), members.end()), members.end());
+    check_pairs(pairs);
+    buffer_ptr result = make_buffer(x->type(), x->shape());
+    std::memset(result->data(), 0, static_cast<std::size_t>(result->byte_size()));
+    if (!std::ranges::binary_search(members, device)) return result;
+    const call c = meet(device, {members}, x, "collective_permute", "collective_permute");
+    for (const auto& [source, target] : pairs) {
+      if (target != device) continue;
+      const auto from = std::ranges::lower_bound(members, source) - members.begin();
+      std::memcpy(result->data(), c.inputs()[static_cast<std::size_t>(from)]->data(),
+                  static_cast<std::size_t>(result->byte_size()));
+    }
+    c.m->wait_all_done("collective_permute", deadline());
+    return result;
+  }
+
+  // Out of any graph: waits for `replicas` (all devices when empty) to reach the
+  // rendezvous `tag`, and returns their payloads in the order of `replicas`.
+  std::vector<std::string> rendezvous(std::int64_t device, std::string_view tag, std::string payload,
+                                      const std::vector<std::int64_t>& replicas = {}) {
+    const std::string what = xlite::detail::message("rendezvous '", tag, "'");
+    const std::vector<std::int64_t> members =
+        group_of(device, replicas.empty() ? replica_groups{} : replica_groups{replicas}, world(), what);
+    const auto m = payloads_.attend(device, members, position_in(members, device), tag, std::move(payload),
+                                    std::string(tag), what);
+    return m->contributions();
+  }
+
+private:
+  // A member at a meeting: the meeting and the member's place in its group.
+  struct call {
+    std::shared_ptr<meeting<input>> m;
+    std::size_t position;
+    const std::vector<input>& inputs() const { return m->contributions(); }
+  };
+
+  static std::int64_t world() { return global_runtime_device_count(); }
+
+  static std::size_t position_in(const std::vector<std::int64_t>& members, std::int64_t device) {
+    return static_cast<std::size_t>(std::ranges::find(members, device) - members.begin());
+  }
+
+  std::chrono::steady_clock::time_point deadline() const {
+    return std::chrono::steady_clock::now() + buffers_.timeout();
+  }
+
+  call meet(std::int64_t device, const replica_groups& groups, const input& x, const std::string& op,
+            std::string_view what) {
+    const std::vector<std::int64_t> members = group_of(device, groups, world(), what);
+    const std::size_t position = position_in(members, device);
+    auto m = buffers_.attend(device, members, position, "collective", x,
+                             xlite::detail::message(op, " of ", xlite::name(x->type()), " ", x->shape()), what);
+    return {std::move(m), position};
+  }
+
+  static void copy_block(const buffer& source, const std::vector<std::int64_t>& from, buffer& target,
+                         const std::vector<std::int64_t>& to, const std::vector<std::int64_t>& extent) {
+    const std::size_t element = size_of(source.type());
+    detail::for_each_row(detail::dims_of(source.shape()), from, detail::dims_of(target.shape()), to, extent,
+                         [&](std::int64_t s, std::int64_t t, std::int64_t length) {
+                           std::memcpy(target.data() + t * static_cast<std::int64_t>(element),
+                                       source.data() + s * static_cast<std::int64_t>(element),
+                                       static_cast<std::size_t>(length) * element);
+                         });
+  }
+
+  static void check_reduction(dtype type, reduce_type r, double scale, std::string_view what) {
+    const bool logical = r == reduce_type::logical_and || r == reduce_type::logical_or;
+    if (logical && is_floating_point(type)) {
+      throw collective_error(
+          xlite::detail::message(what, ": ", name(r), " takes bool and integer tensors, not ", xlite::name(type)));
+    }
+    if (scale != 1.0 && !is_floating_point(type)) {
+      throw collective_error(xlite::detail::message(what, ": scale ", scale, " applies to floating-point tensors, not ",
+                                                    xlite::name(type)));
+    }
+  }
+
+  static void check_dim(const xlite::shape& s, std::size_t dim, std::string_view what) {
+    if (dim >= s.rank()) {
+      throw collective_error(xlite::detail::message(what, ": dimension ", dim, " is out of range for shape ", s));
+    }
+  }
+
+  static void check_divides(std::int64_t size, std::int64_t members, std::size_t dim, std::string_view what,
+                            const xlite::shape& s) {
+    if (size % members != 0) {
+      throw collective_error(xlite::detail::message(what, ": dimension ", dim, " of shape ", s, " (", size,
+                                                    ") does not split into ", members, " equal parts"));
+    }
+  }
+
+  static void check_pairs(const std::vector<std::pair<std::int64_t, std::int64_t>>& pairs) {
+    std::vector<std::int64_t> sources;
+    std::vector<std::int64_t> targets;
+    for (const auto& [source, target] : pairs) {
+      for (const std::int64_t id : {source, target}) {
+        if (id < 0 || id >= world()) {
+          throw collective_error(
+              xlite::detail::message("collective_permute: ", id, " is not a device; there are ", world()));
+        }
+      }
+      sources.push_back(source);
+      targets.push_back(target);
+    }
+    for (auto* ids : {&sources, &targets}) {
+      std::ranges::sort(*ids);
+      if (const auto twice = std::ranges::adjacent_find(*ids); twice != ids->end()) {
+        throw collective_error(xlite::detail::message("collective_permute: device ", *twice, " is the ",
+                                                      ids == &sources ? "source" : "target", " of two pairs"));
+      }
+    }
+  }
+
+  meeting_place<input> buffers_;
+  meeting_place<std::string> payloads_;
+};
+
+// The process's collectives, with XLITE_COLLECTIVE_TIMEOUT.
+inline in_process_collectives& collectives() {
+  static in_process_collectives instance;
+  return instance;
+}
+
+} // namespace xlite::runtime

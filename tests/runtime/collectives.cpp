@@ -1,0 +1,388 @@
+#include <xlite/runtime/collectives.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "eight_devices.hpp"
+
+using Catch::Matchers::Contains;
+using xlite::bfloat16;
+using xlite::dtype;
+using xlite::shape;
+using xlite::runtime::buffer;
+using xlite::runtime::buffer_ptr;
+using xlite::runtime::collective_error;
+using xlite::runtime::in_process_collectives;
+using xlite::runtime::reduce_type;
+using xlite::runtime::replica_groups;
+
+namespace {
+
+constexpr std::int64_t devices = 8;
+
+// Runs body(device) on one thread per device; returns each device's exception (or null).
+std::vector<std::exception_ptr> on_every_device(const std::function<void(std::int64_t)>& body) {
+  std::vector<std::exception_ptr> errors(devices);
+  std::vector<std::thread> threads;
+  for (std::int64_t d = 0; d < devices; ++d) {
+    threads.emplace_back([&, d] {
+      try {
+        body(d);
+      } catch (...) {
+        errors[static_cast<std::size_t>(d)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+std::string what(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  }
+}
+
+void require_no_errors(const std::vector<std::exception_ptr>& errors) {
+  for (std::size_t d = 0; d < errors.size(); ++d) {
+    if (errors[d]) FAIL("device " << d << ": " << what(errors[d]));
+  }
+}
+
+// Random replica groups of equal size over the 8 devices, members shuffled.
+replica_groups random_groups(std::mt19937_64& rng) {
+  const std::int64_t size = std::int64_t{1} << (rng() % 4); // 1, 2, 4 or 8
+  std::vector<std::int64_t> ids(devices);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  replica_groups groups;
+  for (std::int64_t k = 0; k < devices; k += size) groups.emplace_back(ids.begin() + k, ids.begin() + k + size);
+  return groups;
+}
+
+const std::vector<std::int64_t>& group_of(const replica_groups& groups, std::int64_t d) {
+  for (const auto& g : groups) {
+    if (std::ranges::find(g, d) != g.end()) return g;
+  }
+  throw std::logic_error("no group");
+}
+
+std::size_t position(const std::vector<std::int64_t>& group, std::int64_t d) {
+  return static_cast<std::size_t>(std::ranges::find(group, d) - group.begin());
+}
+
+template <class T>
+buffer_ptr random_buffer(const shape& s, std::mt19937_64& rng) {
+  const buffer_ptr b = xlite::runtime::make_buffer(xlite::dtype_of_v<T>, s);
+  std::normal_distribution<double> normal(0.0, 4.0);
+  for (std::int64_t i = 0; i < s.numel(); ++i) {
+    if constexpr (std::is_same_v<T, bool>) {
+      b->as<T>()[i] = rng() % 3 != 0;
+    } else if constexpr (std::is_integral_v<T>) {
+      b->as<T>()[i] = static_cast<T>(static_cast<std::int64_t>(rng() % 2001) - 1000);
+    } else {
+      b->as<T>()[i] = static_cast<T>(normal(rng));
+    }
+  }
+  return b;
+}
+
+// Row-major helpers for the reference results.
+std::vector<std::int64_t> unravel(std::int64_t flat, const shape& s) {
+  std::vector<std::int64_t> index(s.rank());
+  for (std::size_t axis = s.rank(); axis-- > 0;) {
+    index[axis] = flat % s[axis];
+    flat /= s[axis];
+  }
+  return index;
+}
+
+std::int64_t ravel(const std::vector<std::int64_t>& index, const shape& s) {
+  std::int64_t flat = 0;
+  for (std::size_t axis = 0; axis < s.rank(); ++axis) flat = flat * s[axis] + index[axis];
+  return flat;
+}
+
+// The reduction's definition, member by member in group order: sum of float32 in float32,
+// of bfloat16 in float then rounded once, of integers with wrap-around.
+template <class T>
+T reduce_reference(const std::vector<T>& values, reduce_type r, double scale) {
+  using A = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
+  A acc = static_cast<A>(values[0]);
+  for (std::size_t k = 1; k < values.size(); ++k) {
+    const A v = static_cast<A>(values[k]);
+    if constexpr (std::is_same_v<T, bool>) {
+      acc = r == reduce_type::sum || r == reduce_type::max || r == reduce_type::logical_or ? (acc || v) : (acc && v);
+    } else if (r == reduce_type::sum) {
+      if constexpr (std::is_integral_v<A>) {
+        acc = static_cast<A>(static_cast<std::uint64_t>(acc) + static_cast<std::uint64_t>(v));
+      } else {
+        acc = acc + v;
+      }
+    } else if (r == reduce_type::max) {
+      acc = acc != acc ? acc : (v != v ? v : std::max(acc, v));
+    } else {
+      acc = acc != acc ? acc : (v != v ? v : std::min(acc, v));
+    }
+  }
+  if constexpr (std::is_floating_point_v<A>) acc = static_cast<A>(acc * static_cast<A>(scale));
+  return static_cast<T>(acc);
+}
+
+template <class T>
+bool same_bits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// Each collective against its definition, on random shapes and replica groups.
+template <class T>
+void check_collectives(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  in_process_collectives collectives;
+  for (int round = 0; round < 12; ++round) {
+    const replica_groups groups = random_groups(rng);
+    const auto members = static_cast<std::int64_t>(groups[0].size());
+    const std::size_t rank = 1 + rng() % 3;
+    std::vector<std::int64_t> dims(rank);
+    for (auto& d : dims) d = 1 + static_cast<std::int64_t>(rng() % 5);
+    const std::size_t dim = rng() % rank;
+    const std::size_t other = rng() % rank;
+    dims[dim] *= members; // so that it splits into the group's parts
+    dims[other] *= members;
+    const shape s(dims);
+    std::vector<buffer_ptr> inputs;
+    for (std::int64_t d = 0; d < devices; ++d) inputs.push_back(random_buffer<T>(s, rng));
+    std::vector<reduce_type> reductions = {reduce_type::sum, reduce_type::max, reduce_type::min};
+    const reduce_type r = reductions[rng() % reductions.size()];
+    const double scale = std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> ? 0.5 : 1.0;
+    INFO("shape " << s << ", dim " << dim << ", other " << other << ", groups of " << members << ", " << name(r));
+
+    std::vector<buffer_ptr> reduced(devices), gathered(devices), scattered(devices), exchanged(devices);
+    require_no_errors(on_every_device([&](std::int64_t d) {
+      const auto i = static_cast<std::size_t>(d);
+      reduced[i] = collectives.all_reduce(d, inputs[i], r, scale, groups);
+      gathered[i] = collectives.all_gather(d, inputs[i], dim, groups);
+      scattered[i] = collectives.reduce_scatter(d, inputs[i], r, scale, dim, groups);
+      exchanged[i] = collectives.all_to_all(d, inputs[i], dim, other, members, groups);
+    }));
+
+    for (std::int64_t d = 0; d < devices; ++d) {
+      const auto i = static_cast<std::size_t>(d);
+      const auto& group = group_of(groups, d);
+      const std::size_t p = position(group, d);
+      const auto input = [&](std::size_t k, std::int64_t flat) {
+        return inputs[static_cast<std::size_t>(group[k])]->as<T>()[flat];
+      };
+      const auto reference = [&](std::int64_t flat) {
+        std::vector<T> values;
+        for (std::size_t k = 0; k < group.size(); ++k) values.push_back(input(k, flat));
+        return reduce_reference(values, r, scale);
+      };
+      // all_reduce: every element reduced over the group.
+      REQUIRE(reduced[i]->shape() == s);
+      for (std::int64_t e = 0; e < s.numel(); ++e) CHECK(same_bits(reduced[i]->as<T>()[e], reference(e)));
+
+      // all_gather: member k's input at [k * n, (k + 1) * n) along dim.
+      shape gathered_shape = s;
+      {
+        std::vector<std::int64_t> g = dims;
+        g[dim] *= members;
+        gathered_shape = shape(g);
+      }
+      REQUIRE(gathered[i]->shape() == gathered_shape);
+      for (std::int64_t e = 0; e < gathered_shape.numel(); ++e) {
+        std::vector<std::int64_t> at = unravel(e, gathered_shape);
+        const auto k = static_cast<std::size_t>(at[dim] / dims[dim]);
+        at[dim] %= dims[dim];
+        CHECK(same_bits(gathered[i]->as<T>()[e], input(k, ravel(at, s))));
+      }
+
+      // reduce_scatter: this member's part along dim of the reduction.
+      std::vector<std::int64_t> part = dims;
+      part[dim] /= members;
+      const shape part_shape(part);
+      REQUIRE(scattered[i]->shape() == part_shape);
+      for (std::int64_t e = 0; e < part_shape.numel(); ++e) {
+        std::vector<std::int64_t> at = unravel(e, part_shape);
+        at[dim] += part[dim] * static_cast<std::int64_t>(p);
+        CHECK(same_bits(scattered[i]->as<T>()[e], reference(ravel(at, s))));
+      }
+
+      // all_to_all: part p (along dim) of each member's input, concatenated along other.
+      std::vector<std::int64_t> out = part;
+      out[other] *= members;
+      const shape out_shape(out);
+      REQUIRE(exchanged[i]->shape() == out_shape);
+      for (std::int64_t e = 0; e < out_shape.numel(); ++e) {
+        std::vector<std::int64_t> at = unravel(e, out_shape);
+        const auto k = static_cast<std::size_t>(at[other] / part[other]);
+        at[other] %= part[other];
+        at[dim] += part[dim] * static_cast<std::int64_t>(p);
+        CHECK(same_bits(exchanged[i]->as<T>()[e], input(k, ravel(at, s))));
+      }
+    }
+  }
+}
+
+} // namespace
+
+TEST_CASE("collectives: all_reduce, all_gather, reduce_scatter and all_to_all match their definitions",
+          "[collectives]") {
+  use_eight_devices();
+  check_collectives<float>(1);
+  check_collectives<double>(2);
+  check_collectives<bfloat16>(3);
+  check_collectives<std::int32_t>(4);
+  check_collectives<std::int8_t>(5);
+  check_collectives<bool>(6);
+}
+
+TEST_CASE("collectives: integer sums wrap, logical reductions, and NaN wins min and max", "[collectives]") {
+  use_eight_devices();
+  in_process_collectives collectives;
+  std::vector<buffer_ptr> results(devices);
+  require_no_errors(on_every_device([&](std::int64_t d) {
+    auto x = xlite::runtime::make_buffer(dtype::i32, shape{3});
+    x->as<std::int32_t>()[0] = INT32_MAX;           // sum wraps
+    x->as<std::int32_t>()[1] = d == 3 ? 0 : 0b1011; // and
+    x->as<std::int32_t>()[2] = static_cast<std::int32_t>(d);
+    results[static_cast<std::size_t>(d)] = collectives.all_reduce(d, x, reduce_type::sum);
+    auto y = collectives.all_reduce(d, x, reduce_type::logical_and);
+    CHECK(y->as<std::int32_t>()[1] == 0);
+    auto f = xlite::runtime::make_buffer(dtype::f32, shape{2});
+    f->as<float>()[0] = d == 5 ? std::nanf("") : static_cast<float>(d);
+    f->as<float>()[1] = static_cast<float>(d);
+    auto m = collectives.all_reduce(d, f, reduce_type::max);
+    CHECK(std::isnan(m->as<float>()[0]));
+    CHECK(m->as<float>()[1] == 7.0f);
+  }));
+  for (const auto& r : results) {
+    CHECK(r->as<std::int32_t>()[0] == static_cast<std::int32_t>(8u * static_cast<std::uint32_t>(INT32_MAX)));
+    CHECK(r->as<std::int32_t>()[2] == 28);
+  }
+}
+
+TEST_CASE("collectives: collective_permute sends along pairs; other devices get zeros", "[collectives]") {
+  use_eight_devices();
+  in_process_collectives collectives;
+  const std::vector<std::pair<std::int64_t, std::int64_t>> ring = {{0, 1}, {1, 2}, {2, 3}, {3, 0}, {5, 6}};
+  std::vector<buffer_ptr> results(devices);
+  require_no_errors(on_every_device([&](std::int64_t d) {
+    auto x = xlite::runtime::make_buffer(dtype::i64, shape{2, 2});
+    for (int k = 0; k < 4; ++k) x->as<std::int64_t>()[k] = 10 * d + k;
+    results[static_cast<std::size_t>(d)] = collectives.collective_permute(d, x, ring);
+  }));
+  const std::int64_t from[devices] = {3, 0, 1, 2, -1, -1, 5, -1};
+  for (std::int64_t d = 0; d < devices; ++d) {
+    for (int k = 0; k < 4; ++k) {
+      CHECK(results[static_cast<std::size_t>(d)]->as<std::int64_t>()[k] == (from[d] < 0 ? 0 : 10 * from[d] + k));
+    }
+  }
+  CHECK_THROWS_WITH(collectives.collective_permute(0, results[0], {{0, 1}, {0, 2}}),
+                    Contains("device 0 is the source of two pairs"));
+  CHECK_THROWS_WITH(collectives.collective_permute(0, results[0], {{0, 9}}), Contains("9 is not a device"));
+}
+
+TEST_CASE("collectives: rendezvous returns every payload in replica order", "[collectives]") {
+  use_eight_devices();
+  in_process_collectives collectives;
+  std::vector<std::vector<std::string>> seen(devices);
+  require_no_errors(on_every_device([&](std::int64_t d) {
+    seen[static_cast<std::size_t>(d)] = collectives.rendezvous(d, "init", "from " + std::to_string(d));
+    if (d % 2 == 0) {
+      const auto evens = collectives.rendezvous(d, "evens", std::to_string(d), {6, 4, 2, 0});
+      CHECK(evens == std::vector<std::string>{"6", "4", "2", "0"});
+    }
+  }));
+  for (const auto& payloads : seen) {
+    REQUIRE(payloads.size() == devices);
+    for (std::int64_t d = 0; d < devices; ++d)
+      CHECK(payloads[static_cast<std::size_t>(d)] == "from " + std::to_string(d));
+  }
+}
+
+TEST_CASE("collectives: members that disagree all fail, naming each member's call", "[collectives]") {
+  use_eight_devices();
+  in_process_collectives collectives;
+  const auto errors = on_every_device([&](std::int64_t d) {
+    auto x = xlite::runtime::make_buffer(dtype::f32, d == 2 ? shape{4, 3} : shape{4, 2});
+    std::memset(x->data(), 0, static_cast<std::size_t>(x->byte_size()));
+    collectives.all_reduce(d, x, reduce_type::sum, 1.0, {{0, 1, 2, 3}, {4, 5, 6, 7}});
+  });
+  for (std::int64_t d = 0; d < 4; ++d) {
+    REQUIRE(errors[static_cast<std::size_t>(d)]);
+    const std::string message = what(errors[static_cast<std::size_t>(d)]);
+    CHECK_THAT(message, Contains("all_reduce: the members of group [0, 1, 2, 3] disagree"));
+    CHECK_THAT(message, Contains("device 1: all_reduce(sum, scale=1) of float32 (4, 2)"));
+    CHECK_THAT(message, Contains("device 2: all_reduce(sum, scale=1) of float32 (4, 3)"));
+  }
+  for (std::int64_t d = 4; d < devices; ++d) CHECK_FALSE(errors[static_cast<std::size_t>(d)]); // the other group
+}
+
+TEST_CASE("collectives: a member that never comes is a timeout error for every member", "[collectives]") {
+  use_eight_devices();
+  in_process_collectives collectives(std::chrono::milliseconds(200));
+  const auto begin = std::chrono::steady_clock::now();
+  const auto errors = on_every_device([&](std::int64_t d) {
+    if (d == 6) return; // never calls
+    auto x = xlite::runtime::make_buffer(dtype::f32, shape{4});
+    collectives.all_gather(d, x, 0);
+  });
+  CHECK(std::chrono::steady_clock::now() - begin < std::chrono::seconds(10));
+  for (std::int64_t d = 0; d < devices; ++d) {
+    if (d == 6) continue;
+    REQUIRE(errors[static_cast<std::size_t>(d)]);
+    CHECK_THAT(what(errors[static_cast<std::size_t>(d)]),
+               Contains("all_gather: timed out waiting for device(s) [6] of group [0, 1, 2, 3, 4, 5, 6, 7]"));
+  }
+  // The late member finds the failed meeting and fails too, without waiting.
+  auto x = xlite::runtime::make_buffer(dtype::f32, shape{4});
+  CHECK_THROWS_AS(collectives.all_gather(6, x, 0), collective_error);
+}
+
+TEST_CASE("collectives: bad replica groups and arguments are collective_errors", "[collectives]") {
+  use_eight_devices();
+  in_process_collectives collectives(std::chrono::milliseconds(200));
+  auto x = xlite::runtime::make_buffer(dtype::f32, shape{6, 2});
+  CHECK_THROWS_WITH(collectives.all_reduce(0, x, reduce_type::sum, 1.0, {{0, 1}, {1, 2}}),
+                    Contains("device 1 is in more than one replica group"));
+  CHECK_THROWS_WITH(collectives.all_reduce(0, x, reduce_type::sum, 1.0, {{1, 2}}),
+                    Contains("device 0 is in none of the replica groups"));
+  CHECK_THROWS_WITH(collectives.all_reduce(0, x, reduce_type::sum, 1.0, {{0, 8}}),
+                    Contains("replica group member 8 is not a device; there are 8 devices"));
+  CHECK_THROWS_WITH(collectives.all_reduce(0, x, reduce_type::sum, 1.0, {{0}, {}}),
+                    Contains("a replica group is empty"));
+  const replica_groups alone = {{0}, {1, 2, 3, 4, 5, 6, 7}}; // device 0 meets itself at once
+  CHECK_THROWS_WITH(collectives.all_reduce(0, x, reduce_type::logical_or, 1.0, alone),
+                    Contains("or takes bool and integer tensors"));
+  auto i = xlite::runtime::make_buffer(dtype::i32, shape{6, 2});
+  CHECK_THROWS_WITH(collectives.all_reduce(0, i, reduce_type::sum, 0.5, alone),
+                    Contains("scale 0.5 applies to floating-point tensors, not int32"));
+  CHECK_THROWS_WITH(collectives.all_gather(0, x, 2, alone),
+                    Contains("all_gather: dimension 2 is out of range for shape (6, 2)"));
+  CHECK(collectives.reduce_scatter(0, x, reduce_type::sum, 1.0, 1, alone)->shape() == shape{6, 2});
+  CHECK_THROWS_WITH(collectives.all_to_all(0, x, 0, 1, 2, alone),
+                    Contains("all_to_all: split_count is 2 but the group has 1 members"));
+  // A bad argument found after the meeting fails every member, none waits.
+  const auto errors = on_every_device([&](std::int64_t d) {
+    auto y = xlite::runtime::make_buffer(dtype::f32, shape{3, 2});
+    collectives.reduce_scatter(d, y, reduce_type::sum, 1.0, 0, {{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  });
+  for (const auto& e : errors) {
+    REQUIRE(e);
+    CHECK_THAT(what(e), Contains("reduce_scatter: dimension 0 of shape (3, 2) (3) does not split into 2 equal parts"));
+  }
+}
