@@ -4,6 +4,7 @@
 // (mark_step), and run as fused kernels on a device.
 
 #include "xlite/ir/print.hpp"
+#include "xlite/lazy/collectives.hpp"
 #include "xlite/lazy/control.hpp"
 #include "xlite/lazy/convolution.hpp"
 #include "xlite/lazy/debug.hpp"

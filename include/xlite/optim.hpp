@@ -6,5 +6,6 @@
 #include "xlite/optim/adam.hpp"
 #include "xlite/optim/clip.hpp"
 #include "xlite/optim/optimizer.hpp"
+#include "xlite/optim/optimizer_step.hpp"
 #include "xlite/optim/schedule.hpp"
 #include "xlite/optim/sgd.hpp"

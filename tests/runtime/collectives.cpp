@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -253,26 +254,61 @@ TEST_CASE("collectives: all_reduce, all_gather, reduce_scatter and all_to_all ma
 TEST_CASE("collectives: integer sums wrap, logical reductions, and NaN wins min and max", "[collectives]") {
   use_eight_devices();
   in_process_collectives collectives;
-  std::vector<buffer_ptr> results(devices);
+  std::vector<buffer_ptr> sums(devices), ands(devices), maxima(devices);
   require_no_errors(on_every_device([&](std::int64_t d) {
+    const auto i = static_cast<std::size_t>(d);
     auto x = xlite::runtime::make_buffer(dtype::i32, shape{3});
     x->as<std::int32_t>()[0] = INT32_MAX;           // sum wraps
     x->as<std::int32_t>()[1] = d == 3 ? 0 : 0b1011; // and
     x->as<std::int32_t>()[2] = static_cast<std::int32_t>(d);
-    results[static_cast<std::size_t>(d)] = collectives.all_reduce(d, x, reduce_type::sum);
-    auto y = collectives.all_reduce(d, x, reduce_type::logical_and);
-    CHECK(y->as<std::int32_t>()[1] == 0);
+    sums[i] = collectives.all_reduce(d, x, reduce_type::sum);
+    ands[i] = collectives.all_reduce(d, x, reduce_type::logical_and);
     auto f = xlite::runtime::make_buffer(dtype::f32, shape{2});
     f->as<float>()[0] = d == 5 ? std::nanf("") : static_cast<float>(d);
     f->as<float>()[1] = static_cast<float>(d);
-    auto m = collectives.all_reduce(d, f, reduce_type::max);
-    CHECK(std::isnan(m->as<float>()[0]));
-    CHECK(m->as<float>()[1] == 7.0f);
+    maxima[i] = collectives.all_reduce(d, f, reduce_type::max);
   }));
-  for (const auto& r : results) {
-    CHECK(r->as<std::int32_t>()[0] == static_cast<std::int32_t>(8u * static_cast<std::uint32_t>(INT32_MAX)));
-    CHECK(r->as<std::int32_t>()[2] == 28);
+  for (std::size_t i = 0; i < devices; ++i) {
+    CHECK(sums[i]->as<std::int32_t>()[0] == static_cast<std::int32_t>(8u * static_cast<std::uint32_t>(INT32_MAX)));
+    CHECK(sums[i]->as<std::int32_t>()[2] == 28);
+    CHECK(ands[i]->as<std::int32_t>()[1] == 0);
+    CHECK(ands[i]->as<std::int32_t>()[2] == 0); // 0 & 1 & ... & 7
+    CHECK(std::isnan(maxima[i]->as<float>()[0]));
+    CHECK(maxima[i]->as<float>()[1] == 7.0f);
   }
+}
+
+TEST_CASE("collectives: a member may reuse its input as soon as its call returns", "[collectives]") {
+  use_eight_devices();
+  in_process_collectives collectives;
+  // Each member overwrites its input right after each call, as the buffer plan may; the
+  // final barrier keeps that from reaching another member that still reads it.
+  std::vector<std::vector<buffer_ptr>> results(devices);
+  require_no_errors(on_every_device([&](std::int64_t d) {
+    const auto i = static_cast<std::size_t>(d);
+    for (int round = 0; round < 25; ++round) {
+      auto x = xlite::runtime::make_buffer(dtype::f32, shape{8, 64});
+      for (std::int64_t e = 0; e < 8 * 64; ++e) x->as<float>()[e] = static_cast<float>(d);
+      const auto scribble = [&] { std::fill_n(x->as<float>(), 8 * 64, -1.0f); };
+      results[i].push_back(collectives.all_gather(d, x, 0));
+      scribble();
+      for (std::int64_t e = 0; e < 8 * 64; ++e) x->as<float>()[e] = static_cast<float>(d);
+      results[i].push_back(collectives.all_to_all(d, x, 0, 1, devices));
+      scribble();
+      for (std::int64_t e = 0; e < 8 * 64; ++e) x->as<float>()[e] = static_cast<float>(d);
+      results[i].push_back(
+          collectives.collective_permute(d, x, {{0, 7}, {1, 0}, {2, 1}, {3, 2}, {4, 3}, {5, 4}, {6, 5}, {7, 6}}));
+      scribble();
+    }
+  }));
+  std::int64_t wrong = 0;
+  for (std::int64_t d = 0; d < devices; ++d) {
+    for (std::size_t r = 0; r < results[static_cast<std::size_t>(d)].size(); ++r) {
+      const buffer& b = *results[static_cast<std::size_t>(d)][r];
+      for (std::int64_t e = 0; e < b.shape().numel(); ++e) wrong += b.as<float>()[e] < 0 ? 1 : 0;
+    }
+  }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("collectives: collective_permute sends along pairs; other devices get zeros", "[collectives]") {
@@ -299,18 +335,18 @@ TEST_CASE("collectives: collective_permute sends along pairs; other devices get 
 TEST_CASE("collectives: rendezvous returns every payload in replica order", "[collectives]") {
   use_eight_devices();
   in_process_collectives collectives;
-  std::vector<std::vector<std::string>> seen(devices);
+  std::vector<std::vector<std::string>> seen(devices), evens(devices);
   require_no_errors(on_every_device([&](std::int64_t d) {
     seen[static_cast<std::size_t>(d)] = collectives.rendezvous(d, "init", "from " + std::to_string(d));
-    if (d % 2 == 0) {
-      const auto evens = collectives.rendezvous(d, "evens", std::to_string(d), {6, 4, 2, 0});
-      CHECK(evens == std::vector<std::string>{"6", "4", "2", "0"});
-    }
+    if (d % 2 == 0)
+      evens[static_cast<std::size_t>(d)] = collectives.rendezvous(d, "evens", std::to_string(d), {6, 4, 2, 0});
   }));
-  for (const auto& payloads : seen) {
+  for (std::int64_t d = 0; d < devices; ++d) {
+    const auto& payloads = seen[static_cast<std::size_t>(d)];
     REQUIRE(payloads.size() == devices);
-    for (std::int64_t d = 0; d < devices; ++d)
-      CHECK(payloads[static_cast<std::size_t>(d)] == "from " + std::to_string(d));
+    for (std::int64_t j = 0; j < devices; ++j)
+      CHECK(payloads[static_cast<std::size_t>(j)] == "from " + std::to_string(j));
+    if (d % 2 == 0) CHECK(evens[static_cast<std::size_t>(d)] == std::vector<std::string>{"6", "4", "2", "0"});
   }
 }
 
@@ -329,12 +365,63 @@ TEST_CASE("collectives: members that disagree all fail, naming each member's cal
     CHECK_THAT(message, Contains("device 1: all_reduce(sum, scale=1) of float32 (4, 2)"));
     CHECK_THAT(message, Contains("device 2: all_reduce(sum, scale=1) of float32 (4, 3)"));
   }
-  for (std::int64_t d = 4; d < devices; ++d) CHECK_FALSE(errors[static_cast<std::size_t>(d)]); // the other group
+  // A failure is final: later collectives, of any group, fail at once with it until reset().
+  auto x = xlite::runtime::make_buffer(dtype::f32, shape{1});
+  CHECK_THROWS_WITH(collectives.all_gather(0, x, 0, {{0}, {1, 2, 3, 4, 5, 6, 7}}),
+                    Contains("all_gather: all_reduce: the members of group [0, 1, 2, 3] disagree"));
+  REQUIRE(collectives.failure().has_value());
+  collectives.reset();
+  CHECK_FALSE(collectives.failure().has_value());
+  CHECK(collectives.all_gather(0, x, 0, {{0}, {1, 2, 3, 4, 5, 6, 7}})->shape() == shape{1});
+}
+
+TEST_CASE("collectives: the call site and the groups are part of what members compare", "[collectives]") {
+  use_eight_devices();
+  in_process_collectives collectives;
+  const auto errors = on_every_device([&](std::int64_t d) {
+    auto x = xlite::runtime::make_buffer(dtype::f32, shape{2});
+    const replica_groups groups =
+        d == 1 ? replica_groups{{1, 0}, {2, 3, 4, 5, 6, 7}} : replica_groups{{0, 1}, {2, 3, 4, 5, 6, 7}};
+    collectives.all_reduce(d, x, reduce_type::sum, 1.0, groups, d == 4 ? "b.cpp:2" : "a.cpp:1");
+  });
+  REQUIRE(errors[0]);
+  CHECK_THAT(
+      what(errors[0]),
+      Contains("device 1: all_reduce(sum, scale=1) of float32 (2,) in groups [[1, 0], [2, 3, 4, 5, 6, 7]] at a.cpp:1"));
+  CHECK_THAT(
+      what(errors[0]),
+      Contains("device 0: all_reduce(sum, scale=1) of float32 (2,) in groups [[0, 1], [2, 3, 4, 5, 6, 7]] at a.cpp:1"));
+  REQUIRE(errors[4]);
+}
+
+TEST_CASE("collectives: abort fails the meetings in progress and the later ones, until reset", "[collectives]") {
+  use_eight_devices();
+  in_process_collectives collectives;
+  std::atomic<int> waiting{0};
+  const auto errors = on_every_device([&](std::int64_t d) {
+    if (d == 0) {
+      while (waiting.load() < 7) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      collectives.abort("replica 0 failed: out of memory");
+      return;
+    }
+    ++waiting;
+    auto x = xlite::runtime::make_buffer(dtype::f32, shape{2});
+    collectives.all_reduce(d, x, reduce_type::sum); // waits for device 0, which never comes
+  });
+  for (std::int64_t d = 1; d < devices; ++d) {
+    REQUIRE(errors[static_cast<std::size_t>(d)]);
+    CHECK_THAT(what(errors[static_cast<std::size_t>(d)]), Contains("replica 0 failed: out of memory"));
+  }
+  CHECK_THROWS_WITH(collectives.rendezvous(0, "later", "", {0}), Contains("replica 0 failed: out of memory"));
+  collectives.reset();
+  CHECK(collectives.rendezvous(0, "later", "x", {0}) == std::vector<std::string>{"x"});
 }
 
 TEST_CASE("collectives: a member that never comes is a timeout error for every member", "[collectives]") {
   use_eight_devices();
-  in_process_collectives collectives(std::chrono::milliseconds(200));
+  in_process_collectives collectives;
+  collectives.set_timeout(std::chrono::milliseconds(200));
   const auto begin = std::chrono::steady_clock::now();
   const auto errors = on_every_device([&](std::int64_t d) {
     if (d == 6) return; // never calls

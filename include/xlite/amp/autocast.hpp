@@ -113,7 +113,7 @@ private:
     } else if (ins.code == op::constant) {
       out.type = policy_.storage(ins.type);
     } else if (i.kind == op_kind::control || i.kind == op_kind::contraction || i.kind == op_kind::random ||
-               ins.code == op::argmax) {
+               i.kind == op_kind::collective || ins.code == op::argmax) {
       for (std::size_t k = 0; k < ins.operands.size(); ++k) out.operands[k] = as(ins.operands[k], declared(ins.operands[k]));
       if (ins.code == op::argmax) out.operands[0] = value_[ins.operands[0]];
     }

@@ -23,6 +23,7 @@
 #include "xlite/core/error.hpp"
 #include "xlite/core/op.hpp"
 #include "xlite/ir/build.hpp"
+#include "xlite/ir/collective.hpp"
 #include "xlite/ir/window.hpp"
 
 namespace xlite::autodiff {
@@ -258,6 +259,43 @@ inline std::vector<node_ptr> matmul_vjp(const ir::node& y, const node_ptr& g) {
   return {unbroadcast(da, a->shape()), unbroadcast(db, b->shape())};
 }
 
+// The gradient of a collective is the collective that moves the gradient back (the adjoint
+// of a linear map): a summing all_reduce is its own, all_gather and a summing
+// reduce_scatter are each other's, all_to_all swaps its dimensions, collective_permute
+// reverses its pairs. Products, minima and maxima across devices have no gradient here.
+inline std::vector<ir::node_ptr> collective_vjp(const ir::node& y, const ir::node_ptr& g) {
+  const std::span<const std::int64_t> ints = y.attrs().ints;
+  const std::int64_t site = ir::derived_collective_site(y.attrs().value.integer, "(gradient)");
+  const auto summing = [&](std::size_t at) {
+    if (static_cast<ir::reduce_type>(ints[at]) != ir::reduce_type::sum) {
+      throw value_error(xlite::detail::message("vjp: ", name(y.code()), " with ",
+                                               name(static_cast<ir::reduce_type>(ints[at])),
+                                               " has no gradient; only sum is differentiated"));
+    }
+  };
+  switch (y.code()) {
+  case op::all_reduce:
+    summing(0);
+    return {ir::all_reduce(g, ir::reduce_type::sum, y.attrs().value.real, ir::groups_of(ints, 1), site)};
+  case op::all_gather:
+    return {ir::reduce_scatter(g, ir::reduce_type::sum, 1.0, ints[0], ir::groups_of(ints, 1), site)};
+  case op::reduce_scatter: {
+    summing(0);
+    const ir::node_ptr gathered = ir::all_gather(g, ints[1], ir::groups_of(ints, 2), site);
+    const double scale = y.attrs().value.real;
+    if (scale == 1.0) return {gathered};
+    return {ir::elementwise(op::mul, {gathered, scalar(scale, g->type())})};
+  }
+  case op::all_to_all:
+    return {ir::all_to_all(g, ints[1], ints[0], ints[2], ir::groups_of(ints, 3), site)};
+  default: {
+    ir::permute_pairs reversed;
+    for (const auto& [source, target] : ir::pairs_of(ints)) reversed.emplace_back(target, source);
+    return {ir::collective_permute(g, reversed, site)};
+  }
+  }
+}
+
 } // namespace detail
 
 // The gradients of y's operands, given the gradient g of y (y's shape and dtype); `self` is
@@ -278,6 +316,8 @@ inline std::vector<ir::node_ptr> vjp(const ir::node_ptr& self, const ir::node_pt
   case op_kind::window: return detail::window_vjp(y, g);
   case op_kind::random: return {nullptr};
   case op_kind::source: return {};
+  case op_kind::collective:
+    return detail::collective_vjp(y, g);
   case op_kind::control: break;
   }
   // A control op stands for several results; its gradient is a backward pass over its body.

@@ -1,6 +1,7 @@
 #pragma once
 
-// The barrier. mark_step() cuts the trace of every live tensor, finds the graph's
+// The barrier. mark_step() cuts the trace of every live tensor (in a replica of
+// xlite::spawn, of every live tensor on the replica's device), finds the graph's
 // executable in the compilation cache (or compiles it once), hands each tensor the device
 // value it will hold, and queues the run on the device's worker: it returns before the
 // device has finished, so the next step is traced while this one runs. to_host() and
@@ -65,7 +66,8 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states, con
       std::vector<runtime::buffer_ptr> inputs;
       for (const auto& p : parameters) inputs.push_back(p->wait());
       const auto begin = std::chrono::steady_clock::now();
-      std::vector<runtime::buffer_ptr> values = runtime::execute(*exe, inputs, current_thread_pool(), profiler::track::device(d.ordinal()));
+      std::vector<runtime::buffer_ptr> values =
+          runtime::execute(*exe, inputs, current_thread_pool(), d, profiler::track::device(d.ordinal()));
       const auto end = std::chrono::steady_clock::now();
       // Recorded before the results are set: a thread that waits for them, then reads the
       // metrics or stops the profiler, sees this run.
@@ -119,12 +121,22 @@ inline void mark_step(xlite::source_location where = xlite::source_location::cur
     auto& tracing_began = detail::tracing_began(); // first, so it is never after `began`
     const auto began = std::chrono::steady_clock::now();
     profiler::record(profiler::track::host_tracing(), "trace", tracing_began, began);
+    // A replica of xlite::spawn cuts its own device's trace; the other replicas' go on.
+    const bool replica = runtime::detail::replica_ordinal() >= 0;
+    const xlite::device mine;
     std::vector<std::shared_ptr<detail::tensor_state>> pending;
+    std::vector<std::weak_ptr<detail::tensor_state>> others;
     for (const auto& weak : registry.live) {
-      if (auto s = weak.lock(); s && s->pending) pending.push_back(std::move(s));
+      auto s = weak.lock();
+      if (!s || !s->pending) continue;
+      if (replica && s->device != mine) {
+        others.push_back(weak);
+      } else {
+        pending.push_back(std::move(s));
+      }
     }
-    registry.live.clear();
-    registry.last_compacted = 0;
+    registry.live = std::move(others);
+    registry.last_compacted = registry.live.size();
     static std::atomic<std::int64_t>& steps = metrics::counter("MarkStep");
     steps.fetch_add(1, std::memory_order_relaxed);
     if (!pending.empty()) detail::launch_by_device(std::move(pending), {"mark_step", where});

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -33,20 +34,14 @@
 #include "xlite/core/error.hpp"
 #include "xlite/core/shape.hpp"
 #include "xlite/core/storage_float.hpp"
+#include "xlite/ir/collective.hpp"
 #include "xlite/runtime/buffer.hpp"
 #include "xlite/runtime/device.hpp"
 #include "xlite/runtime/rendezvous.hpp"
 
 namespace xlite::runtime {
 
-// torch_xla's REDUCE_SUM, REDUCE_MUL, REDUCE_MIN, REDUCE_MAX, REDUCE_AND, REDUCE_OR. On
-// bool, sum is or and mul is and; and/or take bool and integers.
-enum class reduce_type : std::uint8_t { sum, mul, min, max, logical_and, logical_or };
-
-constexpr std::string_view name(reduce_type r) {
-  constexpr std::string_view names[] = {"sum", "mul", "min", "max", "and", "or"};
-  return names[static_cast<std::size_t>(r)];
-}
+using ir::reduce_type;
 
 namespace detail {
 
@@ -174,10 +169,11 @@ public:
       : buffers_(timeout), payloads_(timeout) {}
 
   // Every member gets the reduction of all members' x, times `scale` (floating point only).
+  // `site` names the call in the description members compare (ir::collective_site_name).
   buffer_ptr all_reduce(std::int64_t device, const input& x, reduce_type r, double scale = 1.0,
-                        const replica_groups& groups = {}) {
-    const call c =
-        meet(device, groups, x, xlite::detail::message("all_reduce(", name(r), ", scale=", scale, ")"), "all_reduce");
+                        const replica_groups& groups = {}, std::string_view site = {}) {
+    const call c = meet(device, groups, x, xlite::detail::message("all_reduce(", name(r), ", scale=", scale, ")"), site,
+                        "all_reduce");
     check_reduction(x->type(), r, scale, "all_reduce");
     const std::int64_t n = x->shape().numel();
     const auto members = static_cast<std::int64_t>(c.inputs().size());
@@ -185,15 +181,16 @@ public:
     const std::int64_t begin = n * c.position / members;
     const std::int64_t end = n * (c.position + 1) / members;
     detail::reduce_rows(c.inputs(), begin, *reduced, begin, end - begin, r, scale);
-    c.m->wait_all_done("all_reduce", deadline());
+    buffers_.wait_all_done(*c.m, "all_reduce");
     buffer_ptr result = make_buffer(x->type(), x->shape());
     std::memcpy(result->data(), reduced->data(), static_cast<std::size_t>(result->byte_size()));
     return result;
   }
 
   // Every member gets all members' x concatenated along `dim`, in group order.
-  buffer_ptr all_gather(std::int64_t device, const input& x, std::size_t dim, const replica_groups& groups = {}) {
-    const call c = meet(device, groups, x, xlite::detail::message("all_gather(dim=", dim, ")"), "all_gather");
+  buffer_ptr all_gather(std::int64_t device, const input& x, std::size_t dim, const replica_groups& groups = {},
+                        std::string_view site = {}) {
+    const call c = meet(device, groups, x, xlite::detail::message("all_gather(dim=", dim, ")"), site, "all_gather");
     check_dim(x->shape(), dim, "all_gather");
     std::vector<std::int64_t> dims = detail::dims_of(x->shape());
     const std::int64_t piece = dims[dim];
@@ -204,16 +201,16 @@ public:
       copy_block(*in, std::vector<std::int64_t>(dims.size(), 0), *result, to, detail::dims_of(in->shape()));
       to[dim] += piece;
     }
-    c.m->wait_all_done("all_gather", deadline());
+    buffers_.wait_all_done(*c.m, "all_gather");
     return result;
   }
 
   // Member k gets the k-th of n equal parts, along `dim`, of the reduction of all members'
   // x (times `scale`); x's dimension must split into n parts.
   buffer_ptr reduce_scatter(std::int64_t device, const input& x, reduce_type r, double scale, std::size_t dim,
-                            const replica_groups& groups = {}) {
+                            const replica_groups& groups = {}, std::string_view site = {}) {
     const call c = meet(device, groups, x,
-                        xlite::detail::message("reduce_scatter(", name(r), ", scale=", scale, ", dim=", dim, ")"),
+                        xlite::detail::message("reduce_scatter(", name(r), ", scale=", scale, ", dim=", dim, ")"), site,
                         "reduce_scatter");
     check_reduction(x->type(), r, scale, "reduce_scatter");
     check_dim(x->shape(), dim, "reduce_scatter");
@@ -228,7 +225,7 @@ public:
                          [&](std::int64_t s, std::int64_t t, std::int64_t length) {
                            detail::reduce_rows(c.inputs(), s, *result, t, length, r, scale);
                          });
-    c.m->wait_all_done("reduce_scatter", deadline());
+    buffers_.wait_all_done(*c.m, "reduce_scatter");
     return result;
   }
 
@@ -236,11 +233,11 @@ public:
   // which concatenates the parts it receives along concat_dim, in group order.
   // split_count must be the group's size.
   buffer_ptr all_to_all(std::int64_t device, const input& x, std::size_t split_dim, std::size_t concat_dim,
-                        std::int64_t split_count, const replica_groups& groups = {}) {
+                        std::int64_t split_count, const replica_groups& groups = {}, std::string_view site = {}) {
     const call c = meet(device, groups, x,
                         xlite::detail::message("all_to_all(split_dim=", split_dim, ", concat_dim=", concat_dim,
                                                ", split_count=", split_count, ")"),
-                        "all_to_all");
+                        site, "all_to_all");
     check_dim(x->shape(), split_dim, "all_to_all");
     check_dim(x->shape(), concat_dim, "all_to_all");
     const auto members = static_cast<std::int64_t>(c.inputs().size());
@@ -261,14 +258,14 @@ public:
       copy_block(*in, from, *result, to, part);
       to[concat_dim] += part[concat_dim];
     }
-    c.m->wait_all_done("all_to_all", deadline());
+    buffers_.wait_all_done(*c.m, "all_to_all");
     return result;
   }
 
   // Each (source, target) pair sends source's x to target; a device that is no pair's
   // target gets zeros. Sources are distinct, and so are targets.
-  buffer_ptr collective_permute(std::int64_t device, const input& x,
-                                const std::vector<std::pair<std::int64_t, std::int64_t>>& pairs) {
+  buffer_ptr collective_permute(std::int64_t device, const input& x, const ir::permute_pairs& pairs,
+                                std::string_view site = {}) {
     std::vector<std::int64_t> members;
     for (const auto& [source, target] : pairs) {
       members.push_back(source);
@@ -280,14 +277,16 @@ public:
     buffer_ptr result = make_buffer(x->type(), x->shape());
     std::memset(result->data(), 0, static_cast<std::size_t>(result->byte_size()));
     if (!std::ranges::binary_search(members, device)) return result;
-    const call c = meet(device, {members}, x, "collective_permute", "collective_permute");
+    std::string described = "collective_permute(pairs=";
+    for (const auto& [source, target] : pairs) described += xlite::detail::message("(", source, ", ", target, ")");
+    const call c = meet(device, {members}, x, described + ")", site, "collective_permute");
     for (const auto& [source, target] : pairs) {
       if (target != device) continue;
       const auto from = std::ranges::lower_bound(members, source) - members.begin();
       std::memcpy(result->data(), c.inputs()[static_cast<std::size_t>(from)]->data(),
                   static_cast<std::size_t>(result->byte_size()));
     }
-    c.m->wait_all_done("collective_permute", deadline());
+    buffers_.wait_all_done(*c.m, "collective_permute");
     return result;
   }
 
@@ -298,18 +297,54 @@ public:
     const std::string what = xlite::detail::message("rendezvous '", tag, "'");
     const std::vector<std::int64_t> members =
         group_of(device, replicas.empty() ? replica_groups{} : replica_groups{replicas}, world(), what);
-    const auto m = payloads_.attend(device, members, position_in(members, device), tag, std::move(payload),
-                                    std::string(tag), what);
-    return m->contributions();
+    const auto m =
+        payloads_.attend(device, members, std::move(payload), xlite::detail::message("rendezvous '", tag, "'"), what);
+    return in_group_order(m->contributions(), members);
+  }
+
+  // XLITE_COLLECTIVE_TIMEOUT's C++ twin: how long a member waits for its group.
+  void set_timeout(std::chrono::milliseconds timeout) noexcept {
+    buffers_.set_timeout(timeout);
+    payloads_.set_timeout(timeout);
+  }
+
+  // Fails every collective in progress and every later one with `why`, until reset().
+  void abort(const std::string& why) {
+    buffers_.abort(why);
+    payloads_.abort(why);
+  }
+  void reset() {
+    buffers_.reset();
+    payloads_.reset();
+  }
+
+  // The first failure since reset(): the error every later collective gets.
+  std::optional<std::string> failure() const {
+    if (auto f = buffers_.failure()) return f;
+    return payloads_.failure();
   }
 
 private:
-  // A member at a meeting: the meeting and the member's place in its group.
+  // A member at a meeting: the meeting, the member's place in its group, and the members'
+  // inputs in group order.
   struct call {
     std::shared_ptr<meeting<input>> m;
     std::size_t position;
-    const std::vector<input>& inputs() const { return m->contributions(); }
+    std::vector<input> ordered;
+    const std::vector<input>& inputs() const { return ordered; }
   };
+
+  // `contributions` (in the meeting's sorted order) in the order of `members`.
+  template <class T>
+  static std::vector<T> in_group_order(const std::vector<T>& contributions, const std::vector<std::int64_t>& members) {
+    std::vector<std::int64_t> sorted = members;
+    std::ranges::sort(sorted);
+    std::vector<T> ordered;
+    for (const std::int64_t id : members) {
+      ordered.push_back(contributions[static_cast<std::size_t>(std::ranges::lower_bound(sorted, id) - sorted.begin())]);
+    }
+    return ordered;
+  }
 
   static std::int64_t world() { return global_runtime_device_count(); }
 
@@ -317,17 +352,26 @@ private:
     return static_cast<std::size_t>(std::ranges::find(members, device) - members.begin());
   }
 
-  std::chrono::steady_clock::time_point deadline() const {
-    return std::chrono::steady_clock::now() + buffers_.timeout();
-  }
-
   call meet(std::int64_t device, const replica_groups& groups, const input& x, const std::string& op,
-            std::string_view what) {
+            std::string_view site, std::string_view what) {
     const std::vector<std::int64_t> members = group_of(device, groups, world(), what);
     const std::size_t position = position_in(members, device);
-    auto m = buffers_.attend(device, members, position, "collective", x,
-                             xlite::detail::message(op, " of ", xlite::name(x->type()), " ", x->shape()), what);
-    return {std::move(m), position};
+    std::string description = xlite::detail::message(op, " of ", xlite::name(x->type()), " ", x->shape());
+    if (!groups.empty()) description += " in groups " + format(groups);
+    if (!site.empty()) description += xlite::detail::message(" at ", site);
+    auto m = buffers_.attend(device, members, x, std::move(description), what);
+    std::vector<input> ordered = in_group_order(m->contributions(), members);
+    return {std::move(m), position, std::move(ordered)};
+  }
+
+  static std::string format(const replica_groups& groups) {
+    std::string text = "[";
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      text += g ? ", [" : "[";
+      for (std::size_t k = 0; k < groups[g].size(); ++k) text += (k ? ", " : "") + std::to_string(groups[g][k]);
+      text += "]";
+    }
+    return text + "]";
   }
 
   static void copy_block(const buffer& source, const std::vector<std::int64_t>& from, buffer& target,
@@ -367,7 +411,7 @@ private:
     }
   }
 
-  static void check_pairs(const std::vector<std::pair<std::int64_t, std::int64_t>>& pairs) {
+  static void check_pairs(const ir::permute_pairs& pairs) {
     std::vector<std::int64_t> sources;
     std::vector<std::int64_t> targets;
     for (const auto& [source, target] : pairs) {

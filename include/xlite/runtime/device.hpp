@@ -5,9 +5,11 @@
 // count was first read. Each device has its own buffers and its own worker thread (runtime/worker.hpp);
 // SPMD runs a partitioned program on all of them.
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cstdint>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -18,11 +20,21 @@
 
 namespace xlite {
 
+namespace runtime::detail {
+// The device of this thread when xlite::spawn runs it as a replica; -1 on other threads.
+inline std::int64_t& replica_ordinal() noexcept {
+  thread_local std::int64_t ordinal = -1;
+  return ordinal;
+}
+} // namespace runtime::detail
+
 class device {
 public:
   // "cpu:0", or "cpu" for the first one.
   explicit device(std::string_view name);
-  device() : ordinal_(0) {}
+  // The default device: the replica's own in a thread xlite::spawn runs, else cpu:0 (as
+  // torch_xla's xla_device() in each process of xmp.spawn).
+  device() : ordinal_(std::max<std::int64_t>(runtime::detail::replica_ordinal(), 0)) {}
 
   std::string_view type() const noexcept { return "cpu"; }
   std::int64_t ordinal() const noexcept { return ordinal_; }
@@ -41,7 +53,8 @@ namespace detail {
 // The device count, and whether it has been read: buffers, workers and meshes are sized by
 // it, so it can no longer change.
 struct device_count_setting {
-  std::int64_t count = env_integer("XLITE_NUM_DEVICES", 1, 4096).value_or(1);
+  std::mutex mutex; // orders set_num_devices against the first read
+  std::atomic<std::int64_t> count{env_integer("XLITE_NUM_DEVICES", 1, 4096).value_or(1)};
   std::atomic<bool> fixed{false};
 };
 inline device_count_setting& configured_devices() {
@@ -71,8 +84,11 @@ inline void set_num_devices(std::int64_t count) {
 
 inline std::int64_t device_count() {
   runtime::detail::device_count_setting& setting = runtime::detail::configured_devices();
-  setting.fixed.store(true);
-  return setting.count;
+  if (!setting.fixed.load(std::memory_order_acquire)) { // the first read fixes it
+    std::scoped_lock lock(setting.mutex);
+    setting.fixed.store(true, std::memory_order_release);
+  }
+  return setting.count.load(std::memory_order_relaxed);
 }
 
 namespace runtime {

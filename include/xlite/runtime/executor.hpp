@@ -21,6 +21,8 @@
 #include "xlite/core/op.hpp"
 #include "xlite/core/thread_pool.hpp"
 #include "xlite/runtime/buffer.hpp"
+#include "xlite/runtime/collectives.hpp"
+#include "xlite/runtime/device.hpp"
 #include "xlite/runtime/elementwise.hpp"
 #include "xlite/runtime/layout.hpp"
 #include "xlite/runtime/matmul.hpp"
@@ -32,23 +34,25 @@
 namespace xlite::runtime {
 
 inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span<const buffer_ptr> parameters,
-                                       thread_pool& pool, std::optional<profiler::track> kernels_track = {});
+                                       thread_pool& pool, const xlite::device& on = xlite::device(),
+                                       std::optional<profiler::track> kernels_track = {});
 
 namespace detail {
 
 // The results of control op `root` (kernel k) on its operands' buffers.
 inline std::vector<buffer_ptr> run_control(const compile::kernel& k, const ir::instruction& root,
-                                           std::span<const buffer_ptr> operands, thread_pool& pool) {
+                                           std::span<const buffer_ptr> operands, thread_pool& pool,
+                                           const xlite::device& on) {
   const auto is_true = [](const buffer_ptr& b) { return b->as<std::uint8_t>()[0] != 0; };
   std::vector<buffer_ptr> results;
   if (root.code == op::cond) {
-    results = execute(*k.subprograms[is_true(operands[0]) ? 0 : 1], operands.subspan(1), pool);
+    results = execute(*k.subprograms[is_true(operands[0]) ? 0 : 1], operands.subspan(1), pool, on);
   } else {
     // The state is the first `ints[0]` operands; the captured values after it stay.
     std::vector<buffer_ptr> state(operands.begin(), operands.end());
     const auto loop_variables = static_cast<std::size_t>(root.attrs.ints[0]);
-    while (is_true(execute(*k.subprograms[0], state, pool)[0])) {
-      std::vector<buffer_ptr> next = execute(*k.subprograms[1], state, pool);
+    while (is_true(execute(*k.subprograms[0], state, pool, on)[0])) {
+      std::vector<buffer_ptr> next = execute(*k.subprograms[1], state, pool, on);
       std::move(next.begin(), next.end(), state.begin());
     }
     state.resize(loop_variables);
@@ -93,10 +97,35 @@ private:
 
 } // namespace detail
 
-// With a profile being recorded, each kernel is drawn on `kernels_track` (the device's
-// track), named by its root op and result: where a step's time goes.
+// The result of collective `root` on device `on`, where operand x is this device's value.
+inline buffer_ptr run_collective(const ir::instruction& root, const buffer_ptr& x, const xlite::device& on) {
+  const std::span<const std::int64_t> ints = root.attrs.ints;
+  const std::int64_t me = on.ordinal();
+  const std::string site = ir::collective_site_name(root.attrs.value.integer);
+  in_process_collectives& c = collectives();
+  switch (root.code) {
+  case op::all_reduce:
+    return c.all_reduce(me, x, static_cast<ir::reduce_type>(ints[0]), root.attrs.value.real, ir::groups_of(ints, 1),
+                        site);
+  case op::all_gather:
+    return c.all_gather(me, x, static_cast<std::size_t>(ints[0]), ir::groups_of(ints, 1), site);
+  case op::reduce_scatter:
+    return c.reduce_scatter(me, x, static_cast<ir::reduce_type>(ints[0]), root.attrs.value.real,
+                            static_cast<std::size_t>(ints[1]), ir::groups_of(ints, 2), site);
+  case op::all_to_all:
+    return c.all_to_all(me, x, static_cast<std::size_t>(ints[0]), static_cast<std::size_t>(ints[1]), ints[2],
+                        ir::groups_of(ints, 3), site);
+  default:
+    return c.collective_permute(me, x, ir::pairs_of(ints), site);
+  }
+}
+
+// `on` is the device the program runs on: the collectives' member. With a profile being
+// recorded, each kernel is drawn on `kernels_track` (the device's track), named by its root
+// op and result: where a step's time goes.
 inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span<const buffer_ptr> parameters,
-                                       thread_pool& pool, std::optional<profiler::track> kernels_track) {
+                                       thread_pool& pool, const xlite::device& on,
+                                       std::optional<profiler::track> kernels_track) {
   const ir::graph& g = exe.program;
   if (parameters.size() != g.parameter_count) {
     throw value_error(xlite::detail::message("execute: the executable takes ", g.parameter_count, " parameters, got ",
@@ -147,7 +176,11 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
     if (info(root.code).kind == op_kind::control) {
       std::vector<buffer_ptr> operands;
       for (const ir::value_id v : root.operands) operands.push_back(value[v]);
-      control_results[k.group.root] = detail::run_control(k, root, operands, pool);
+      control_results[k.group.root] = detail::run_control(k, root, operands, pool, on);
+      continue;
+    }
+    if (info(root.code).kind == op_kind::collective) { // a buffer of its own, not a slot of the plan
+      value[k.group.root] = run_collective(root, value[root.operands[0]], on);
       continue;
     }
     buffer_ptr& slot = slot_for(k.group.root);

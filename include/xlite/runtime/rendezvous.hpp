@@ -10,8 +10,11 @@
 // those already waiting and those still to come, fails with an error that names the devices
 // that did not come. Members whose descriptions differ (an all_reduce of (4, 2) on device 0
 // meeting one of (4, 3) on device 1) all fail with an error that lists each description.
+// A failed meeting leaves its group out of step, so, as with NCCL, a failure is final: every
+// meeting in progress and every later one fails with the first error until reset().
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -19,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +30,7 @@
 
 #include "xlite/core/env.hpp"
 #include "xlite/core/error.hpp"
+#include "xlite/ir/collective.hpp"
 
 namespace xlite::runtime {
 
@@ -35,12 +40,10 @@ public:
   using error::error;
 };
 
-// Replica groups as torch_xla takes them: [[0, 1, 2, 3], [4, 5, 6, 7]] makes two groups;
-// empty means one group of every device.
-using replica_groups = std::vector<std::vector<std::int64_t>>;
+using ir::replica_groups;
 
-// The members of `device`'s group, in order. `world` is the number of devices; `what` names
-// the collective.
+// The members of `device`'s group, in order; empty `groups` make one group of every device. `world` is the number of
+// devices; `what` names the collective.
 inline std::vector<std::int64_t> group_of(std::int64_t device, const replica_groups& groups, std::int64_t world,
                                           std::string_view what) {
   if (groups.empty()) {
@@ -70,7 +73,7 @@ inline std::vector<std::int64_t> group_of(std::int64_t device, const replica_gro
   return *mine;
 }
 
-// One meeting: what each member brought, in group order, once all have come.
+// One meeting: what each member brought, in the order of `members`, once all have come.
 template <class Contribution>
 class meeting {
 public:
@@ -102,9 +105,15 @@ public:
       changed_.notify_all();
     }
     if (!changed_.wait_until(lock, deadline, [&] { return count_ == members_.size() || error_; })) {
-      fail(timeout_message(what));
+      fail(timeout_message(what), true);
     }
     if (error_) std::rethrow_exception(error_);
+  }
+
+  // Fails every member, waiting or still to come (a replica has died).
+  void abort(const std::string& why) {
+    std::scoped_lock lock(mutex_);
+    fail(why, count_ < members_.size()); // members that all came may still be reading
   }
 
   // The second meeting point of a collective: returns once every member has called it, so
@@ -114,7 +123,8 @@ public:
     if (++done_ == members_.size()) changed_.notify_all();
     if (!changed_.wait_until(lock, deadline, [&] { return done_ == members_.size() || error_; })) {
       fail(xlite::detail::message(what, ": timed out waiting for the members of group ", format(members_),
-                                  " to finish their parts"));
+                                  " to finish their parts"),
+           false);
     }
     if (error_) std::rethrow_exception(error_);
   }
@@ -145,9 +155,11 @@ private:
                                   " came); every member of a group must make the same collectives in the same order");
   }
 
-  // Called with the lock held.
-  void fail(const std::string& message) {
+  // Called with the lock held. `release`: no member reads the contributions any more, so
+  // their buffers need not live on with the failed meeting.
+  void fail(const std::string& message, bool release) {
     if (!error_) error_ = std::make_exception_ptr(collective_error(message));
+    if (release) std::ranges::fill(contributions_, Contribution{});
     changed_.notify_all();
   }
 
@@ -167,29 +179,81 @@ private:
 template <class Contribution>
 class meeting_place {
 public:
-  explicit meeting_place(std::chrono::milliseconds timeout) : timeout_(timeout) {}
+  explicit meeting_place(std::chrono::milliseconds timeout) : timeout_(timeout.count()) {}
 
-  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+  std::chrono::milliseconds timeout() const noexcept { return std::chrono::milliseconds(timeout_.load()); }
+  void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_.store(timeout.count()); }
 
   // `device` (at `position` in `members`) joins its group's next meeting under `tag` and
   // waits for the others. The meeting lives while a member holds it.
+  // The meeting's members are the group's, sorted: members that list the group in different
+  // orders meet, and their descriptions (which hold the groups) tell them they disagree.
+  // contributions() are in that sorted order.
   std::shared_ptr<meeting<Contribution>> attend(std::int64_t device, const std::vector<std::int64_t>& members,
-                                                std::size_t position, std::string_view tag, Contribution contribution,
-                                                std::string description, std::string_view what) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    std::string group_key(tag);
-    for (const std::int64_t id : members) group_key += "," + std::to_string(id);
+                                                Contribution contribution, std::string description,
+                                                std::string_view what) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    std::vector<std::int64_t> sorted = members;
+    std::ranges::sort(sorted);
+    const auto position = static_cast<std::size_t>(std::ranges::lower_bound(sorted, device) - sorted.begin());
+    std::string group_key;
+    for (const std::int64_t id : sorted) group_key += std::to_string(id) + ",";
     std::shared_ptr<meeting<Contribution>> m;
     {
       std::scoped_lock lock(mutex_);
+      if (aborted_) throw collective_error(xlite::detail::message(what, ": ", *aborted_));
       const std::uint64_t sequence = sequences_[{device, group_key}]++;
       auto& entry = meetings_[{group_key, sequence}];
-      if (!entry.m) entry.m = std::make_shared<meeting<Contribution>>(members);
+      if (!entry.m) {
+        entry.m = std::make_shared<meeting<Contribution>>(sorted);
+        std::erase_if(open_, [](const auto& w) { return w.expired(); });
+        open_.push_back(entry.m);
+      }
       m = entry.m;
-      if (++entry.joined == members.size()) meetings_.erase({group_key, sequence}); // everyone holds it now
+      if (++entry.joined == sorted.size()) meetings_.erase({group_key, sequence}); // everyone holds it now
     }
-    m->attend(position, std::move(contribution), std::move(description), what, deadline);
+    try {
+      m->attend(position, std::move(contribution), std::move(description), what, deadline);
+    } catch (const collective_error& e) {
+      abort(e.what());
+      throw;
+    }
     return m;
+  }
+
+  // The second meeting point of `m`; a failure there is final too.
+  void wait_all_done(meeting<Contribution>& m, std::string_view what) {
+    try {
+      m.wait_all_done(what, std::chrono::steady_clock::now() + timeout());
+    } catch (const collective_error& e) {
+      abort(e.what());
+      throw;
+    }
+  }
+
+  // The first failure since reset(), if any.
+  std::optional<std::string> failure() const {
+    std::scoped_lock lock(mutex_);
+    return aborted_;
+  }
+
+  // Fails every meeting in progress and every later one with `why`, until reset(): one
+  // member has failed, and the others must not wait for it.
+  void abort(const std::string& why) {
+    std::scoped_lock lock(mutex_);
+    if (!aborted_) aborted_ = why;
+    for (const auto& w : open_) {
+      if (const auto m = w.lock()) m->abort(why);
+    }
+  }
+
+  // Forgets the meetings, their numbering and an abort: the members start afresh.
+  void reset() {
+    std::scoped_lock lock(mutex_);
+    aborted_.reset();
+    sequences_.clear();
+    meetings_.clear();
+    open_.clear();
   }
 
 private:
@@ -198,10 +262,12 @@ private:
     std::size_t joined = 0;
   };
 
-  std::chrono::milliseconds timeout_;
-  std::mutex mutex_;
+  std::atomic<std::chrono::milliseconds::rep> timeout_;
+  mutable std::mutex mutex_;
   std::map<std::pair<std::int64_t, std::string>, std::uint64_t> sequences_;
   std::map<std::pair<std::string, std::uint64_t>, slot> meetings_;
+  std::vector<std::weak_ptr<meeting<Contribution>>> open_; // for abort()
+  std::optional<std::string> aborted_;
 };
 
 // How long a device waits for the rest of its group: XLITE_COLLECTIVE_TIMEOUT seconds
