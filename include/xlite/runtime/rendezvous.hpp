@@ -81,7 +81,6 @@ public:
       : members_(std::move(members)), contributions_(members_.size()), descriptions_(members_.size()),
         arrived_(members_.size(), false) {}
 
-  const std::vector<std::int64_t>& members() const noexcept { return members_; }
   const std::vector<Contribution>& contributions() const noexcept { return contributions_; }
 
   // An object the members share, made by the first to ask (with make()).
@@ -184,10 +183,9 @@ public:
   std::chrono::milliseconds timeout() const noexcept { return std::chrono::milliseconds(timeout_.load()); }
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_.store(timeout.count()); }
 
-  // `device` (at `position` in `members`) joins its group's next meeting under `tag` and
-  // waits for the others. The meeting lives while a member holds it.
-  // The meeting's members are the group's, sorted: members that list the group in different
-  // orders meet, and their descriptions (which hold the groups) tell them they disagree.
+  // `device`, a member of `members`, joins its group's next meeting and waits for the others.
+  // The meeting lives while a member holds it. The meeting's members are the group's, sorted: members that list the
+  // group in different orders meet, and their descriptions (which hold the groups) tell them they disagree.
   // contributions() are in that sorted order.
   std::shared_ptr<meeting<Contribution>> attend(std::int64_t device, const std::vector<std::int64_t>& members,
                                                 Contribution contribution, std::string description,
