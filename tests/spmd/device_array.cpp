@@ -7,18 +7,10 @@
 #include <random>
 #include <vector>
 
+#include "device_ids.hpp"
+
 using Catch::Matchers::Contains;
 using xlite::ir::device_array;
-
-namespace {
-
-std::vector<std::int64_t> iota_ids(std::int64_t n) {
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
-  std::iota(ids.begin(), ids.end(), 0);
-  return ids;
-}
-
-} // namespace
 
 TEST_CASE("device_array: indexing, finding and printing, as numpy", "[device_array]") {
   const device_array a({2, 3}, {5, 1, 4, 0, 2, 3});

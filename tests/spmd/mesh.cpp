@@ -6,15 +6,12 @@
 #include <vector>
 
 #include "../runtime/eight_devices.hpp"
+#include "device_ids.hpp"
 
 using Catch::Matchers::Contains;
 using xlite::spmd::hybrid_mesh;
 using xlite::spmd::mesh;
 using xlite::spmd::mesh_axis;
-
-namespace {
-const std::vector<std::int64_t> eight = {0, 1, 2, 3, 4, 5, 6, 7};
-}
 
 TEST_CASE("set_num_devices: fixes the device count before its first use, and only then", "[mesh]") {
   use_eight_devices();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../runtime/eight_devices.hpp"
+#include "device_ids.hpp"
 
 using Catch::Matchers::Contains;
 using xlite::shape;
@@ -21,8 +22,6 @@ using xlite::spmd::partition_spec;
 using xlite::spmd::to_sharding;
 
 namespace {
-
-const std::vector<std::int64_t> eight = {0, 1, 2, 3, 4, 5, 6, 7};
 
 std::string text(const mesh& m, const partition_spec& spec, const shape& global) {
   return to_sharding(m, spec, global).to_string();

@@ -8,22 +8,14 @@
 #include <unordered_set>
 #include <vector>
 
+#include "device_ids.hpp"
+
 using Catch::Matchers::Contains;
 using xlite::op;
 using xlite::shape;
 using xlite::ir::device_array;
 using xlite::ir::sharding;
 using xlite::ir::subgroup;
-
-namespace {
-
-std::vector<std::int64_t> iota_ids(std::int64_t n) {
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
-  std::iota(ids.begin(), ids.end(), 0);
-  return ids;
-}
-
-} // namespace
 
 TEST_CASE("sharding: XLA's text for replicated, tiled, partially replicated and partial", "[sharding]") {
   CHECK(sharding::replicated().to_string() == "{replicated}");

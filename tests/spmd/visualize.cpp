@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../runtime/eight_devices.hpp"
+#include "device_ids.hpp"
 
 using xlite::shape;
 using xlite::ir::device_array;
@@ -16,10 +17,6 @@ using xlite::spmd::mesh;
 using xlite::spmd::none;
 using xlite::spmd::to_sharding;
 using xlite::spmd::visualize;
-
-namespace {
-const std::vector<std::int64_t> eight = {0, 1, 2, 3, 4, 5, 6, 7};
-}
 
 TEST_CASE("visualize: a tile per cell, naming the devices that hold it", "[visualize]") {
   use_eight_devices();
