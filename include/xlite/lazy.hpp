@@ -14,6 +14,7 @@
 #include "xlite/lazy/ops.hpp"
 #include "xlite/lazy/pooling.hpp"
 #include "xlite/lazy/random.hpp"
+#include "xlite/lazy/sharding.hpp"
 #include "xlite/lazy/step.hpp"
 #include "xlite/lazy/tensor.hpp"
 #include "xlite/lazy/unfold.hpp"

@@ -24,6 +24,7 @@
 #include "xlite/core/op.hpp"
 #include "xlite/ir/build.hpp"
 #include "xlite/ir/collective.hpp"
+#include "xlite/ir/sharding_ops.hpp"
 #include "xlite/ir/window.hpp"
 
 namespace xlite::autodiff {
@@ -230,6 +231,9 @@ inline std::vector<node_ptr> layout_vjp(const ir::node& y, const node_ptr& g) {
   case op::index_select: return {ir::index_add(g, ints[0], x[1], x[0]->shape()[static_cast<std::size_t>(ints[0])]), nullptr};
   case op::scatter_add: return {ir::gather(g, ints[0], x[1]), nullptr};
   case op::index_add: return {ir::index_select(g, ints[0], x[1]), nullptr};
+  // The gradient of an annotated value is laid out as the value is (FSDP's sharded gradients).
+  case op::mark_sharding:
+    return {ir::mark_sharding(g, ir::sharding::from_ints(ints))};
   default: throw value_error(xlite::detail::message("grad: no gradient rule for ", name(y.code())));
   }
 }
@@ -288,6 +292,8 @@ inline std::vector<ir::node_ptr> collective_vjp(const ir::node& y, const ir::nod
   }
   case op::all_to_all:
     return {ir::all_to_all(g, ints[1], ints[0], ints[2], ir::groups_of(ints, 3), site)};
+  case op::local_shard:
+    throw value_error("vjp: local_shard is made by the SPMD partitioner, after differentiation");
   default: {
     ir::permute_pairs reversed;
     for (const auto& [source, target] : ir::pairs_of(ints)) reversed.emplace_back(target, source);

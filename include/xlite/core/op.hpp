@@ -8,8 +8,8 @@
 // its operands' dtypes (PyTorch's rules). The static layer fuses the element-wise ops and
 // the reductions; the lazy IR has all of them, plus the graph's sources (parameters,
 // constants, iota), the ops that move data (reshape, permute, gather, ...), matmul, the
-// window ops of convolution and pooling, the random number generators, control flow and
-// the collectives between devices.
+// window ops of convolution and pooling, the random number generators, control flow,
+// the collectives between devices and the SPMD partitioner's sharding ops (ir/sharding_ops.hpp).
 
 #include <array>
 #include <cstddef>
@@ -46,7 +46,8 @@ enum class op_kind : std::uint8_t {
   random,      // draws each element from a counter-based generator keyed by the operand
   control,     // runs subgraphs (while_loop, cond) and picks one of their results
   window,      // works on sliding windows over (N, C, H, W): unfold, fold, max pooling (ir/window.hpp)
-  collective,  // exchanges values between devices: all_reduce, all_gather, ... (ir/collective.hpp)
+  collective,  // depends on the device that runs it: exchanges values between devices (all_reduce,
+               // all_gather, ...: ir/collective.hpp) or takes the device's tile (local_shard)
 };
 
 // The arity of an op that takes any number (at least one) of operands: concat.
@@ -123,7 +124,9 @@ inline constexpr std::size_t variadic = static_cast<std::size_t>(-1);
   X(all_gather, 1, collective, first)                                                                                  \
   X(reduce_scatter, 1, collective, first)                                                                              \
   X(all_to_all, 1, collective, first)                                                                                  \
-  X(collective_permute, 1, collective, first)
+  X(collective_permute, 1, collective, first)                                                                          \
+  X(mark_sharding, 1, layout, first)                                                                                   \
+  X(local_shard, 1, collective, first)
 
 enum class op : std::uint8_t {
 #define XLITE_OP_ENUM(name, arity, kind, rule) name,

@@ -159,6 +159,48 @@ public:
     return text + '}';
   }
 
+  // The tile assignment with every dimension explicit: the tensor's `rank`, then partial,
+  // then replicated, each 1 when absent; replicated() over `devices` devices is
+  // [1, ..., 1, 1, devices]. The partitioner reshapes shardings in this form and makes them
+  // again with from_full_tiles.
+  device_array full_tiles(std::size_t rank, std::int64_t devices) const {
+    std::vector<std::int64_t> dims(rank, 1);
+    const tiled_state* s = tiled();
+    if (s) std::copy_n(s->tiles.dims().begin(), rank, dims.begin());
+    dims.push_back(partial_count());
+    dims.push_back(s ? replica_count() : devices);
+    if (s) return device_array(std::move(dims), {s->tiles.ids().begin(), s->tiles.ids().end()});
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(devices));
+    for (std::size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<std::int64_t>(k);
+    return device_array(std::move(dims), std::move(ids));
+  }
+  static sharding from_full_tiles(device_array full, op reduction = op::sum) {
+    return tiled(std::move(full), {subgroup::partial, subgroup::replicated}, reduction);
+  }
+
+  // As ints, for an IR node's attributes: empty for replicated(), else {tensor rank,
+  // reduction, partial count, replica count, tile counts..., device ids...}.
+  std::vector<std::int64_t> to_ints() const {
+    const tiled_state* s = tiled();
+    if (!s) return {};
+    std::vector<std::int64_t> ints{static_cast<std::int64_t>(s->tensor_rank), static_cast<std::int64_t>(s->reduction),
+                                   s->partial_count, s->replica_count};
+    ints.insert(ints.end(), s->tiles.dims().begin(),
+                s->tiles.dims().begin() + static_cast<std::ptrdiff_t>(s->tensor_rank));
+    ints.insert(ints.end(), s->tiles.ids().begin(), s->tiles.ids().end());
+    return ints;
+  }
+  static sharding from_ints(std::span<const std::int64_t> ints) {
+    if (ints.empty()) return replicated();
+    const auto rank = static_cast<std::size_t>(ints[0]);
+    std::vector<std::int64_t> dims(ints.begin() + 4, ints.begin() + 4 + static_cast<std::ptrdiff_t>(rank));
+    dims.push_back(ints[2]);
+    dims.push_back(ints[3]);
+    return from_full_tiles(
+        device_array(std::move(dims), {ints.begin() + 4 + static_cast<std::ptrdiff_t>(rank), ints.end()}),
+        static_cast<op>(ints[1]));
+  }
+
   std::uint64_t hash() const {
     hasher h;
     h.add(tiled() ? 1 : 0);

@@ -12,6 +12,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "xlite/core/dtype_dispatch.hpp"
@@ -25,10 +26,27 @@
 #include "xlite/runtime/metrics.hpp"
 #include "xlite/runtime/profiler.hpp"
 #include "xlite/runtime/worker.hpp"
+#include "xlite/spmd/partitioner.hpp"
+#include "xlite/spmd/sharded_data.hpp"
 
 namespace xlite::lazy {
 
 namespace detail {
+
+// Runs exe on device d, timed (ExecuteTime) and drawn on the device's profile track. It
+// records before the caller sets the results: a thread that waits for them, then reads the
+// metrics or stops the profiler, sees this run.
+inline std::vector<runtime::buffer_ptr>
+execute_on(const compile::executable& exe, std::span<const runtime::buffer_ptr> inputs, const xlite::device& d) {
+  const auto begin = std::chrono::steady_clock::now();
+  std::vector<runtime::buffer_ptr> values =
+      runtime::execute(exe, inputs, current_thread_pool(), d, profiler::track::device(d.ordinal()));
+  const auto end = std::chrono::steady_clock::now();
+  static const metrics::metric execute_time("ExecuteTime");
+  execute_time.record(static_cast<double>(std::chrono::nanoseconds(end - begin).count()));
+  profiler::record(profiler::track::device(d.ordinal()), "execute", begin, end);
+  return values;
+}
 
 // Compiles and launches the pending nodes of `states` (all on one device). Called with the
 // registry's lock held.
@@ -65,15 +83,7 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states, con
     try {
       std::vector<runtime::buffer_ptr> inputs;
       for (const auto& p : parameters) inputs.push_back(p->wait());
-      const auto begin = std::chrono::steady_clock::now();
-      std::vector<runtime::buffer_ptr> values =
-          runtime::execute(*exe, inputs, current_thread_pool(), d, profiler::track::device(d.ordinal()));
-      const auto end = std::chrono::steady_clock::now();
-      // Recorded before the results are set: a thread that waits for them, then reads the
-      // metrics or stops the profiler, sees this run.
-      static const metrics::metric execute_time("ExecuteTime");
-      execute_time.record(static_cast<double>(std::chrono::nanoseconds(end - begin).count()));
-      profiler::record(profiler::track::device(d.ordinal()), "execute", begin, end);
+      std::vector<runtime::buffer_ptr> values = execute_on(*exe, inputs, d);
       for (std::size_t i = 0; i < results.size(); ++i) results[i]->set(std::move(values[i]));
     } catch (...) {
       for (const auto& r : results) {
@@ -83,9 +93,101 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states, con
   });
 }
 
+// A barrier's global graph in SPMD mode, partitioned: the values its parameters read, and
+// the program every device runs on its shards of them.
+struct spmd_step {
+  std::vector<std::shared_ptr<const ir::parameter_source>> parameters;
+  spmd::partitioned_program program;
+};
+
+inline spmd_step partition_step(std::span<const ir::node_ptr> outputs, std::int64_t devices) {
+  ir::captured_graph global = ir::capture(outputs);
+  std::vector<ir::sharding> layouts;
+  for (const auto& p : global.parameters) {
+    if (const auto sharded = std::dynamic_pointer_cast<const spmd::sharded_data>(p)) {
+      layouts.push_back(sharded->sharding());
+    } else if (std::dynamic_pointer_cast<const runtime::device_data>(p)) {
+      layouts.push_back(ir::sharding::replicated()); // one buffer every device reads
+    } else {
+      throw value_error("a tensor traced inside a while_loop or cond body was used outside that body; "
+                        "return it from the body instead");
+    }
+  }
+  spmd::partitioned_program program = spmd::partition(global.program, layouts, devices);
+  return {std::move(global.parameters), std::move(program)};
+}
+
+// SPMD mode: partitions the graph of `states` into the program every device runs on its
+// shards (spmd/partitioner.hpp), compiles it once, and runs it on every device's worker.
+// Each tensor gets its shards, laid out as the partitioner left them.
+inline void launch_spmd(const std::vector<std::shared_ptr<tensor_state>>& states, const debug::step_cause& cause) {
+  const std::int64_t devices = device_count();
+  std::vector<ir::node_ptr> outputs;
+  for (const auto& s : states) outputs.push_back(s->pending);
+  std::vector<spmd::sharded_data_ptr> results;
+  std::vector<std::shared_ptr<const ir::parameter_source>> parameters;
+  compile::executable_ptr exe;
+  try {
+    spmd_step step = partition_step(outputs, devices);
+    exe = runtime::find_or_compile(ir::numbered_trace(step.program.outputs, step.program.parameters),
+                                   {cause.reason, cause.where, 0});
+    for (std::size_t k = 0; k < states.size(); ++k) {
+      results.push_back(
+          spmd::sharded_data::pending(states[k]->type, states[k]->shape, step.program.output_shardings[k], devices));
+    }
+    parameters = std::move(step.parameters);
+  } catch (...) {
+    // The tensors hold the error, and the trace goes on without them.
+    for (const auto& s : states) {
+      s->data = std::make_shared<runtime::device_data>(s->device, s->type, s->shape);
+      s->data->fail(std::current_exception());
+      s->pending = nullptr;
+    }
+    throw;
+  }
+  for (std::size_t k = 0; k < states.size(); ++k) {
+    states[k]->shards = results[k];
+    states[k]->data = nullptr;
+    states[k]->data_node = nullptr;
+    states[k]->pending = nullptr;
+  }
+  for (std::int64_t d = 0; d < devices; ++d) {
+    const xlite::device on("cpu:" + std::to_string(d));
+    runtime::device_worker(on).submit([exe, parameters, results, on]() noexcept {
+      const std::int64_t d = on.ordinal();
+      try {
+        std::vector<runtime::buffer_ptr> inputs;
+        for (const auto& p : parameters) {
+          const auto sharded = std::dynamic_pointer_cast<const spmd::sharded_data>(p);
+          inputs.push_back(sharded ? sharded->shard(d)->wait()
+                                   : std::static_pointer_cast<const runtime::device_data>(p)->wait());
+        }
+        std::vector<runtime::buffer_ptr> values = execute_on(*exe, inputs, on);
+        for (std::size_t i = 0; i < results.size(); ++i) results[i]->shard(d)->set(std::move(values[i]));
+      } catch (const std::exception& e) {
+        // The other devices may wait in a collective for this one: fail them too.
+        runtime::collectives().abort(xlite::detail::message("device ", d, " failed: ", e.what()));
+        for (const auto& r : results) {
+          if (!r->shard(d)->ready()) r->shard(d)->fail(std::current_exception());
+        }
+      }
+    });
+  }
+}
+
+// One graph for `states`: partitioned over all devices in SPMD mode, else on their device.
+inline void launch_graph(const std::vector<std::shared_ptr<tensor_state>>& states, const debug::step_cause& cause) {
+  if (runtime::is_spmd()) {
+    launch_spmd(states, cause);
+  } else {
+    launch(states, cause);
+  }
+}
+
 // Launches the pending work of `states`, one graph per device. A device whose graph fails
 // to compile does not keep the others from running; the first error is rethrown after.
 inline void launch_by_device(std::vector<std::shared_ptr<tensor_state>> states, const debug::step_cause& cause) {
+  if (runtime::is_spmd()) return launch_spmd(states, cause); // one virtual device
   std::exception_ptr first_error;
   while (!states.empty()) {
     const xlite::device d = states.front()->device;
@@ -149,21 +251,21 @@ inline void mark_step(xlite::source_location where = xlite::source_location::cur
 
 namespace detail {
 
-// The device value of t, computed if it is still pending.
-inline runtime::device_data_ptr sync(const tensor& t, const debug::step_cause& cause) {
-  auto& registry = detail::registry();
-  std::scoped_lock lock(registry.mutex);
-  if (t.state()->pending) launch({t.state()}, cause);
-  return t.state()->data;
-}
-
-// Waits for t's value and times the transfer (TransferFromDeviceTime); on the CPU the
-// device buffer is host memory, so the wait is most of it.
+// Waits for t's value (computed first if it is still pending) and times the transfer
+// (TransferFromDeviceTime); on the CPU the device buffer is host memory, so the wait is
+// most of it. A sharded value is put together from its shards.
 template <class Copy>
 void transfer_to_host(const tensor& t, const debug::step_cause& cause, Copy&& copy) {
-  const runtime::device_data_ptr data = sync(t, cause);
+  runtime::device_data_ptr data;
+  spmd::sharded_data_ptr shards;
+  {
+    std::scoped_lock lock(registry().mutex);
+    if (t.state()->pending) launch_graph({t.state()}, cause);
+    data = t.state()->data;
+    shards = t.state()->shards;
+  }
   const auto begin = std::chrono::steady_clock::now();
-  copy(*data->wait());
+  copy(shards ? *shards->assemble() : *data->wait());
   record_transfer(transfer::from_device, cause.reason, begin, std::chrono::steady_clock::now());
 }
 

@@ -24,26 +24,30 @@
 #include "xlite/expr/tensor.hpp"
 #include "xlite/ir/build.hpp"
 #include "xlite/ir/node.hpp"
+#include "xlite/ir/sharding_ops.hpp"
 #include "xlite/runtime/buffer.hpp"
 #include "xlite/runtime/device.hpp"
 #include "xlite/runtime/device_data.hpp"
 #include "xlite/runtime/metrics.hpp"
 #include "xlite/runtime/profiler.hpp"
+#include "xlite/spmd/sharded_data.hpp"
 
 namespace xlite::lazy {
 
 namespace detail {
 
 // What a handle points to: `pending`, the node that will compute the value, until a
-// barrier hands the tensor its `data`, the value on the device (perhaps still being
-// computed). Both change only under the registry's lock.
+// barrier hands the tensor its value: `data` on the device (perhaps still being computed),
+// or in SPMD mode its `shards` when it is sharded. They change only under the registry's
+// lock.
 struct tensor_state {
   xlite::device device;
   dtype type;
   xlite::shape shape;
   ir::node_ptr pending;
   runtime::device_data_ptr data;
-  ir::node_ptr data_node; // the parameter node that reads `data`, made once
+  spmd::sharded_data_ptr shards;
+  ir::node_ptr data_node;      // the parameter node that reads the value, made once
   bool traced_in_body = false; // made while tracing a while_loop or cond body: belongs to it
 };
 
@@ -113,12 +117,12 @@ public:
   // A tensor over a value on a device.
   tensor(const xlite::device& d, runtime::device_data_ptr data)
       : state_(std::make_shared<detail::tensor_state>(
-            detail::tensor_state{d, data->type(), data->shape(), nullptr, std::move(data), nullptr})) {}
+            detail::tensor_state{d, data->type(), data->shape(), nullptr, std::move(data), nullptr, nullptr})) {}
 
   // A tensor computed by `node` on device d, recorded for the next barrier.
   tensor(const xlite::device& d, ir::node_ptr node)
       : state_(std::make_shared<detail::tensor_state>(
-            detail::tensor_state{d, node->type(), node->shape(), std::move(node), nullptr, nullptr})) {
+            detail::tensor_state{d, node->type(), node->shape(), std::move(node), nullptr, nullptr, nullptr})) {
     if (detail::body_depth() == 0) {
       detail::registry().add(state_);
     } else {
@@ -154,7 +158,8 @@ public:
   const xlite::device& device() const noexcept { return state_->device; }
 
   // The node that computes this tensor in a trace: the pending node, or a parameter that
-  // reads the device value.
+  // reads the device value (marked with its sharding when it is sharded, so the sharding is
+  // part of the graph).
   ir::node_ptr node() const {
     if (state_->traced_in_body && detail::body_depth() == 0) {
       throw value_error("a tensor traced inside a while_loop or cond body is used outside that body; "
@@ -162,7 +167,13 @@ public:
     }
     std::scoped_lock lock(detail::registry().mutex);
     if (state_->pending) return state_->pending;
-    if (!state_->data_node) state_->data_node = ir::parameter(state_->data, state_->type, state_->shape);
+    if (!state_->data_node) {
+      if (const auto& shards = state_->shards) {
+        state_->data_node = ir::mark_sharding(ir::parameter(shards, state_->type, state_->shape), shards->sharding());
+      } else {
+        state_->data_node = ir::parameter(state_->data, state_->type, state_->shape);
+      }
+    }
     return state_->data_node;
   }
 

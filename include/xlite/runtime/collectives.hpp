@@ -35,6 +35,7 @@
 #include "xlite/core/shape.hpp"
 #include "xlite/core/storage_float.hpp"
 #include "xlite/ir/collective.hpp"
+#include "xlite/runtime/block_copy.hpp"
 #include "xlite/runtime/buffer.hpp"
 #include "xlite/runtime/device.hpp"
 #include "xlite/runtime/rendezvous.hpp"
@@ -44,35 +45,6 @@ namespace xlite::runtime {
 using ir::reduce_type;
 
 namespace detail {
-
-// Calls run(source, target, length) with element offsets for each row of a block of
-// `extent` that starts at `from` in a row-major array of dims `source` and lands at `to` in
-// one of dims `target`.
-template <class Run>
-void for_each_row(std::span<const std::int64_t> source, std::span<const std::int64_t> from,
-                  std::span<const std::int64_t> target, std::span<const std::int64_t> to,
-                  std::span<const std::int64_t> extent, Run&& run) {
-  const std::size_t rank = extent.size();
-  if (std::ranges::any_of(extent, [](std::int64_t e) { return e == 0; })) return;
-  if (rank == 0) return run(std::int64_t{0}, std::int64_t{0}, std::int64_t{1});
-  std::vector<std::int64_t> at(rank, 0); // the row's index within the block (last entry 0)
-  for (;;) {
-    std::int64_t s = 0;
-    std::int64_t t = 0;
-    for (std::size_t axis = 0; axis < rank; ++axis) {
-      s = s * source[axis] + from[axis] + at[axis];
-      t = t * target[axis] + to[axis] + at[axis];
-    }
-    run(s, t, extent[rank - 1]);
-    std::size_t axis = rank - 1;
-    for (;;) { // the next row: odometer over all but the last axis
-      if (axis == 0) return;
-      --axis;
-      if (++at[axis] < extent[axis]) break;
-      at[axis] = 0;
-    }
-  }
-}
 
 // The type a reduction of T accumulates in: float for the 16-bit floats; for integer sums
 // and products the unsigned type of the same width, so overflow wraps instead of being
@@ -155,8 +127,6 @@ inline void reduce_rows(std::span<const std::shared_ptr<const buffer>> inputs, s
     });
   });
 }
-
-inline std::vector<std::int64_t> dims_of(const xlite::shape& s) { return {s.begin(), s.end()}; }
 
 } // namespace detail
 
@@ -372,17 +342,6 @@ private:
       text += "]";
     }
     return text + "]";
-  }
-
-  static void copy_block(const buffer& source, const std::vector<std::int64_t>& from, buffer& target,
-                         const std::vector<std::int64_t>& to, const std::vector<std::int64_t>& extent) {
-    const std::size_t element = size_of(source.type());
-    detail::for_each_row(detail::dims_of(source.shape()), from, detail::dims_of(target.shape()), to, extent,
-                         [&](std::int64_t s, std::int64_t t, std::int64_t length) {
-                           std::memcpy(target.data() + t * static_cast<std::int64_t>(element),
-                                       source.data() + s * static_cast<std::int64_t>(element),
-                                       static_cast<std::size_t>(length) * element);
-                         });
   }
 
   static void check_reduction(dtype type, reduce_type r, double scale, std::string_view what) {

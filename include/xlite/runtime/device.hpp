@@ -95,6 +95,20 @@ namespace runtime {
 // The devices of all processes, as torch_xla.runtime.global_runtime_device_count(): a mesh
 // is laid over them. One process has them all until collectives run over MPI.
 inline std::int64_t global_runtime_device_count() { return device_count(); }
+
+namespace detail {
+inline std::atomic<bool>& spmd_flag() {
+  static std::atomic<bool> on{env_integer("XLITE_USE_SPMD", 0, 1).value_or(0) == 1};
+  return on;
+}
+} // namespace detail
+
+// SPMD mode, as torch_xla.runtime.use_spmd() (or XLITE_USE_SPMD=1): lazy tensors live on
+// one virtual device, cpu:0, whose values are spread over all devices as their shardings
+// say (spmd::mark_sharding), and each barrier partitions its graph into one program that
+// every device runs. Call it before making tensors; it stays on.
+inline void use_spmd() { detail::spmd_flag().store(true, std::memory_order_relaxed); }
+inline bool is_spmd() { return detail::spmd_flag().load(std::memory_order_relaxed); }
 } // namespace runtime
 
 inline std::vector<device> devices() {

@@ -20,6 +20,7 @@
 #include "xlite/core/error.hpp"
 #include "xlite/core/op.hpp"
 #include "xlite/core/thread_pool.hpp"
+#include "xlite/runtime/block_copy.hpp"
 #include "xlite/runtime/buffer.hpp"
 #include "xlite/runtime/collectives.hpp"
 #include "xlite/runtime/device.hpp"
@@ -97,10 +98,11 @@ private:
 
 } // namespace detail
 
-// The result of collective `root` on device `on`, where operand x is this device's value.
+// The result of collective `root` (or local_shard) on device `on`, where operand x is this device's value.
 inline buffer_ptr run_collective(const ir::instruction& root, const buffer_ptr& x, const xlite::device& on) {
   const std::span<const std::int64_t> ints = root.attrs.ints;
   const std::int64_t me = on.ordinal();
+  if (root.code == op::local_shard) return take_shard(*x, ir::sharding::from_ints(ints), me);
   const std::string site = ir::collective_site_name(root.attrs.value.integer);
   in_process_collectives& c = collectives();
   switch (root.code) {

@@ -1,0 +1,471 @@
+#pragma once
+
+// The SPMD partitioner: from a barrier's global graph, in which some values carry a user's
+// sharding (mark_sharding ops, sharded parameters), to the one program every device runs on
+// its shards, with the collectives that program needs. It is GSPMD's idea, done in one
+// forward pass over the instructions:
+//
+// - Each value gets a sharding as it is made. A user's mark_sharding always wins.
+//   Element-wise ops (and broadcast_to) take the sharding of the operand that cuts the
+//   result into the most tiles (the first such operand on a tie) and reshard the others to
+//   match. permute moves its operand's tiles with the axes.
+// - A reduction over tiled axes reduces each shard and leaves a partial value (sum, max,
+//   min or prod) pending. A 2-D matmul whose operands agree on the contracting dimension's
+//   tiles multiplies shards and leaves a partial sum over them; when they do not agree, the
+//   operand that is cheaper to move (in bytes) is resharded to fit the other.
+// - A partial value is combined (all_reduce) only where a consumer needs the full value:
+//   add, sub, neg and sum keep partial sums partial, mul and div by a value every device
+//   holds whole too, so chains like sum(matmul(x, w)) reduce once. Outputs may stay partial.
+// - Resharding: a partial value is all-reduced; tiled dimensions are all-gathered (and
+//   their padding sliced off) until the layout matches; a value every device holds whole
+//   is cut locally (local_shard), which moves nothing.
+// - Every other op (reshape, slice, gather, windows, control flow, random, mean and argmax
+//   over tiled axes, batched matmul, uneven tiles under a reduction) runs on whole values:
+//   its operands are gathered first. That is correct for every op; the ops above are the
+//   ones that stay sharded.
+//
+// Tiles are XLA's, padded to ceil(n / t): padding holds garbage after element-wise ops and
+// is never read, since reductions and contractions over an uneven tiled axis gather it
+// first and gathering slices it off.
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "xlite/core/error.hpp"
+#include "xlite/core/source_location.hpp"
+#include "xlite/ir/build.hpp"
+#include "xlite/ir/collective.hpp"
+#include "xlite/ir/graph.hpp"
+#include "xlite/ir/sharding.hpp"
+#include "xlite/ir/sharding_ops.hpp"
+
+namespace xlite::spmd {
+
+// The per-device program: local parameter k reads a device's shard of the global graph's
+// parameter k; output k is its shard of global output k, laid out as output_shardings[k].
+// ir::numbered_trace(outputs, parameters) captures it.
+struct partitioned_program {
+  std::vector<ir::node_ptr> parameters;
+  std::vector<ir::node_ptr> outputs;
+  std::vector<ir::sharding> output_shardings;
+};
+
+namespace detail {
+
+// Whether a and b put the same tile (and partial part) of a rank-`rank` tensor on every one
+// of `devices` devices; which replica is which does not matter.
+inline bool same_layout(const ir::sharding& a, const ir::sharding& b, std::size_t rank, std::int64_t devices) {
+  if (a.partial_count() != b.partial_count() || a.partial_reduction() != b.partial_reduction()) return false;
+  for (std::int64_t d = 0; d < devices; ++d) {
+    const auto pa = a.placement_of(d, rank), pb = b.placement_of(d, rank);
+    if (!pa || !pb || pa->tile != pb->tile || pa->partial_index != pb->partial_index) return false;
+  }
+  return true;
+}
+
+inline std::int64_t tile_product(const ir::sharding& s, std::size_t rank) {
+  std::int64_t tiles = 1;
+  for (std::size_t a = 0; a < rank; ++a) tiles *= s.tile_count(a);
+  return tiles;
+}
+
+// s's tiles regrouped for a tensor whose dimension j takes the tiles of s's dimension
+// kept[j] (or one tile, for -1). s's dimensions that no j keeps join the replicated devices,
+// or, with into_partial, the partial ones (combining with `reduction`).
+inline ir::sharding regroup(const ir::sharding& s, std::size_t rank, std::span<const std::int64_t> kept,
+                            std::int64_t devices, bool into_partial = false, op reduction = op::sum) {
+  const ir::device_array full = s.full_tiles(rank, devices);
+  const auto partial = rank, replica = rank + 1;
+  std::vector<std::size_t> order, dropped;
+  std::vector<std::int64_t> dims;
+  for (const std::int64_t k : kept) {
+    if (k >= 0) order.push_back(static_cast<std::size_t>(k));
+    dims.push_back(k >= 0 ? full.dims()[static_cast<std::size_t>(k)] : 1);
+  }
+  std::int64_t dropped_devices = 1;
+  for (std::size_t a = 0; a < rank; ++a) {
+    if (std::ranges::find(kept, static_cast<std::int64_t>(a)) == kept.end()) {
+      dropped.push_back(a);
+      dropped_devices *= full.dims()[a];
+    }
+  }
+  if (into_partial) {
+    order.insert(order.end(), dropped.begin(), dropped.end());
+    order.insert(order.end(), {partial, replica});
+    dims.insert(dims.end(), {dropped_devices * full.dims()[partial], full.dims()[replica]});
+  } else {
+    order.push_back(partial);
+    order.insert(order.end(), dropped.begin(), dropped.end());
+    order.push_back(replica);
+    dims.insert(dims.end(), {full.dims()[partial], dropped_devices * full.dims()[replica]});
+  }
+  const op combine = into_partial && dropped_devices > 1 ? reduction : s.partial_reduction();
+  return ir::sharding::from_full_tiles(full.transpose(order).reshape(std::move(dims)), combine);
+}
+
+// The groups of devices along full-tile dimension `dim` (a tensor dimension, or `rank` for
+// the partial one), each in tile order.
+inline ir::replica_groups groups_along(const ir::sharding& s, std::size_t rank, std::size_t dim, std::int64_t devices) {
+  const ir::device_array full = s.full_tiles(rank, devices);
+  std::vector<std::size_t> order;
+  for (std::size_t a = 0; a < full.rank(); ++a) {
+    if (a != dim) order.push_back(a);
+  }
+  order.push_back(dim);
+  const ir::device_array rows = full.transpose(order);
+  const auto size = static_cast<std::size_t>(full.dims()[dim]);
+  ir::replica_groups groups;
+  for (std::size_t k = 0; k < rows.ids().size(); k += size) groups.emplace_back(&rows.ids()[k], &rows.ids()[k] + size);
+  return groups;
+}
+
+inline ir::reduce_type reduce_type_of(op reduction) {
+  switch (reduction) {
+  case op::max:
+    return ir::reduce_type::max;
+  case op::min:
+    return ir::reduce_type::min;
+  case op::prod:
+    return ir::reduce_type::mul;
+  default:
+    return ir::reduce_type::sum;
+  }
+}
+
+inline std::vector<std::int64_t> identity_dims(std::size_t rank) {
+  std::vector<std::int64_t> kept(rank);
+  std::iota(kept.begin(), kept.end(), 0);
+  return kept;
+}
+
+} // namespace detail
+
+class partitioner {
+public:
+  // `parameter_shardings[k]` is how global parameter k is laid out over `devices` devices.
+  partitioner(const ir::graph& g, std::span<const ir::sharding> parameter_shardings, std::int64_t devices)
+      : graph_(g), parameter_shardings_(parameter_shardings), devices_(devices) {}
+
+  partitioned_program run() {
+    values_.reserve(graph_.instructions.size());
+    for (const ir::instruction& ins : graph_.instructions) values_.push_back(partition(ins));
+    partitioned_program program;
+    program.parameters = std::move(parameters_);
+    for (const ir::value_id v : graph_.outputs) {
+      program.outputs.push_back(values_[v].local);
+      program.output_shardings.push_back(values_[v].sharding);
+    }
+    return program;
+  }
+
+private:
+  struct value {
+    ir::node_ptr local;    // the device's shard
+    ir::sharding sharding; // of the global value
+  };
+
+  const ir::instruction& global(ir::value_id v) const { return graph_.instructions[v]; }
+  std::size_t rank_of(ir::value_id v) const { return global(v).shape.rank(); }
+
+  value partition(const ir::instruction& ins) {
+    const std::vector<ir::value_id>& x = ins.operands;
+    switch (ins.code) {
+    case op::parameter: {
+      const ir::sharding& s = parameter_shardings_[static_cast<std::size_t>(ins.attrs.ints[0])];
+      parameters_.push_back(
+          ir::parameter(std::make_shared<ir::parameter_source>(), ins.type, s.shard_shape(ins.shape)));
+      return {parameters_.back(), s};
+    }
+    case op::mark_sharding:
+      return reshard(x[0], ir::sharding::from_ints(ins.attrs.ints));
+    case op::permute: {
+      const value& in = values_[x[0]]; // a permuted partial value stays partial
+      return {ir::permute(in.local, ins.attrs.ints),
+              detail::regroup(in.sharding, rank_of(x[0]), ins.attrs.ints, devices_)};
+    }
+    case op::matmul:
+      if (ins.shape.rank() == 2 && rank_of(x[0]) == 2 && rank_of(x[1]) == 2) return matmul(ins);
+      break;
+    default:
+      if (info(ins.code).kind == op_kind::elementwise || ins.code == op::broadcast_to) return elementwise(ins);
+      if (info(ins.code).kind == op_kind::reduction) return reduction(ins);
+      if (info(ins.code).kind == op_kind::collective) {
+        throw value_error(xlite::detail::message(
+            name(ins.code),
+            ": collectives are for replica mode (xlite::spawn); in SPMD mode the partitioner inserts them"));
+      }
+    }
+    return on_whole_values(ins);
+  }
+
+  // ins on operands every device holds whole: the global op itself.
+  value on_whole_values(const ir::instruction& ins) {
+    std::vector<ir::node_ptr> operands;
+    for (const ir::value_id v : ins.operands) operands.push_back(reshard(v, ir::sharding::replicated()).local);
+    return {ir::make_node(ins.code, ins.type, ins.shape, std::move(operands), ins.attrs), ir::sharding::replicated()};
+  }
+
+  // Result dimension i of a broadcast from operand `v` takes the operand's dimension kept[i]
+  // (-1 where the operand has none or broadcasts a 1).
+  std::vector<std::int64_t> broadcast_dims(ir::value_id v, const xlite::shape& result) const {
+    const xlite::shape& in = global(v).shape;
+    std::vector<std::int64_t> kept(result.rank(), -1);
+    const std::size_t lead = result.rank() - in.rank();
+    for (std::size_t i = lead; i < result.rank(); ++i) {
+      if (in[i - lead] == result[i]) kept[i] = static_cast<std::int64_t>(i - lead);
+    }
+    return kept;
+  }
+
+  // The operand's sharding for a result laid out as `result_sharding`: its tiles where it
+  // has the result's dimension, whole elsewhere.
+  ir::sharding operand_sharding(ir::value_id v, const xlite::shape& result, const ir::sharding& result_sharding) const {
+    const std::vector<std::int64_t> to_operand = broadcast_dims(v, result);
+    std::vector<std::int64_t> kept(rank_of(v), -1);
+    for (std::size_t i = 0; i < to_operand.size(); ++i) {
+      if (to_operand[i] >= 0) kept[static_cast<std::size_t>(to_operand[i])] = static_cast<std::int64_t>(i);
+    }
+    return detail::regroup(result_sharding, result.rank(), kept, devices_);
+  }
+
+  value elementwise(const ir::instruction& ins) {
+    const std::vector<ir::value_id>& x = ins.operands;
+    if (keeps_partial(ins)) {
+      std::vector<ir::node_ptr> operands;
+      for (const ir::value_id v : x) operands.push_back(values_[v].local);
+      const xlite::shape local = operands[0]->shape();
+      return {rebuild(ins, std::move(operands), local), values_[x[0]].sharding};
+    }
+    // The operand sharding that cuts the result into the most tiles.
+    ir::sharding chosen = ir::sharding::replicated();
+    for (const ir::value_id v : x) {
+      const ir::sharding& s = values_[v].sharding;
+      if (s.is_partial() || s.is_replicated()) continue;
+      const ir::sharding lifted = detail::regroup(s, rank_of(v), broadcast_dims(v, ins.shape), devices_);
+      if (detail::tile_product(lifted, ins.shape.rank()) > detail::tile_product(chosen, ins.shape.rank())) {
+        chosen = lifted;
+      }
+    }
+    std::vector<ir::node_ptr> operands;
+    for (const ir::value_id v : x) operands.push_back(reshard(v, operand_sharding(v, ins.shape, chosen)).local);
+    return {rebuild(ins, std::move(operands), chosen.shard_shape(ins.shape)), chosen};
+  }
+
+  // Linear ops of partial sums stay partial sums: a + b, a - b, -a, and a * c, a / c with c
+  // one element held by every device.
+  bool keeps_partial(const ir::instruction& ins) const {
+    const ir::sharding& first = values_[ins.operands[0]].sharding;
+    if (!first.is_partial() || first.partial_reduction() != op::sum || global(ins.operands[0]).shape != ins.shape) {
+      return false;
+    }
+    switch (ins.code) {
+    case op::neg:
+      return true;
+    case op::add:
+    case op::sub: {
+      const ir::value_id b = ins.operands[1];
+      return global(b).shape == ins.shape &&
+             detail::same_layout(values_[b].sharding, first, ins.shape.rank(), devices_);
+    }
+    case op::mul:
+    case op::div: {
+      const ir::value_id c = ins.operands[1];
+      return global(c).shape.numel() == 1 && values_[c].sharding.is_replicated();
+    }
+    default:
+      return false;
+    }
+  }
+
+  value reduction(const ir::instruction& ins) {
+    const ir::value_id x = ins.operands[0];
+    const std::size_t rank = rank_of(x);
+    const xlite::shape& in = global(x).shape;
+    const std::span<const std::int64_t> axes = ins.attrs.ints;
+    // Reduced axes whose tiles cannot be reduced separately are gathered first.
+    const bool separable = ins.code != op::mean && ins.code != op::argmax;
+    std::vector<std::int64_t> kept = detail::identity_dims(rank);
+    for (const std::int64_t a : axes) {
+      const auto axis = static_cast<std::size_t>(a);
+      const std::int64_t tiles = values_[x].sharding.tile_count(axis);
+      if (tiles > 1 && (!separable || in[axis] % tiles != 0)) kept[axis] = -1;
+    }
+    // A sum of partial sums is a partial sum; other reductions need the full value.
+    const bool stays_partial = ins.code == op::sum && values_[x].sharding.partial_reduction() == op::sum &&
+                               kept == detail::identity_dims(rank);
+    value operand = stays_partial ? values_[x] : full_value(x);
+    operand = reshard(x, operand, detail::regroup(operand.sharding, rank, kept, devices_));
+    // The result keeps the other axes' tiles; the reduced axes' tiles become partial values.
+    std::vector<std::int64_t> result_dims;
+    for (std::size_t a = 0; a < rank; ++a) {
+      const bool reduced = std::ranges::find(axes, static_cast<std::int64_t>(a)) != axes.end();
+      if (!reduced) result_dims.push_back(static_cast<std::int64_t>(a));
+      if (reduced && ins.attrs.flag) result_dims.push_back(-1);
+    }
+    const ir::sharding result = detail::regroup(operand.sharding, rank, result_dims, devices_, true, ins.code);
+    return {ir::reduce(ins.code, operand.local, axes, ins.attrs.flag), result};
+  }
+
+  value matmul(const ir::instruction& ins) {
+    const ir::value_id a = ins.operands[0], b = ins.operands[1];
+    const bool ta = ins.attrs.ints[0] != 0, tb = ins.attrs.ints[1] != 0;
+    const operand_axes axes{ta ? 1u : 0u, ta ? 0u : 1u, tb ? 1u : 0u, tb ? 0u : 1u};
+    value va = contraction_operand(a, axes.a_k), vb = contraction_operand(b, axes.b_k);
+    if (auto together = combine(va.sharding, vb.sharding, axes)) return product(ins, va, vb, *together);
+    // Reshard the operand that is cheaper to move to fit the other's tiles.
+    const std::vector<std::int64_t> b_from_a{axes.b_k == 0 ? static_cast<std::int64_t>(axes.a_k) : -1,
+                                             axes.b_k == 1 ? static_cast<std::int64_t>(axes.a_k) : -1};
+    const std::vector<std::int64_t> a_from_b{axes.a_k == 0 ? static_cast<std::int64_t>(axes.b_k) : -1,
+                                             axes.a_k == 1 ? static_cast<std::int64_t>(axes.b_k) : -1};
+    const ir::sharding b_wanted = detail::regroup(va.sharding, 2, b_from_a, devices_);
+    const ir::sharding a_wanted = detail::regroup(vb.sharding, 2, a_from_b, devices_);
+    if (reshard_bytes(vb, b, b_wanted) <= reshard_bytes(va, a, a_wanted)) {
+      vb = reshard(b, vb, b_wanted);
+    } else {
+      va = reshard(a, va, a_wanted);
+    }
+    return product(ins, va, vb, *combine(va.sharding, vb.sharding, axes));
+  }
+
+  struct operand_axes {
+    std::size_t a_m, a_k, b_k, b_n;
+  };
+
+  // A matmul operand, whole (not partial), its contracting axis gathered if its tiles are
+  // uneven.
+  value contraction_operand(ir::value_id v, std::size_t k) {
+    value operand = full_value(v);
+    const std::int64_t tiles = operand.sharding.tile_count(k);
+    if (tiles > 1 && global(v).shape[k] % tiles != 0) {
+      std::vector<std::int64_t> kept{0, 1};
+      kept[k] = -1;
+      operand = reshard(v, operand, detail::regroup(operand.sharding, 2, kept, devices_));
+    }
+    return operand;
+  }
+
+  // The product's sharding when each device multiplies its own tiles: (m tile, n tile) with
+  // a partial sum over the k tiles. Nullopt unless every device holds the same k tile of a
+  // and of b, and the devices spread evenly over the result's tiles.
+  std::optional<ir::sharding> combine(const ir::sharding& sa, const ir::sharding& sb, const operand_axes& axes) const {
+    const std::int64_t tm = sa.tile_count(axes.a_m), tn = sb.tile_count(axes.b_n), tk = sa.tile_count(axes.a_k);
+    if (sb.tile_count(axes.b_k) != tk || devices_ % (tm * tn * tk) != 0) return std::nullopt;
+    const std::int64_t per_tile = devices_ / (tm * tn * tk);
+    std::vector<std::vector<std::int64_t>> buckets(static_cast<std::size_t>(tm * tn * tk));
+    for (std::int64_t d = 0; d < devices_; ++d) {
+      const auto pa = sa.placement_of(d, 2), pb = sb.placement_of(d, 2);
+      if (!pa || !pb || pa->tile[axes.a_k] != pb->tile[axes.b_k]) return std::nullopt;
+      const auto at = (pa->tile[axes.a_m] * tn + pb->tile[axes.b_n]) * tk + pa->tile[axes.a_k];
+      auto& bucket = buckets[static_cast<std::size_t>(at)];
+      if (static_cast<std::int64_t>(bucket.size()) == per_tile) return std::nullopt;
+      bucket.push_back(d);
+    }
+    std::vector<std::int64_t> ids;
+    for (const auto& bucket : buckets) ids.insert(ids.end(), bucket.begin(), bucket.end());
+    return ir::sharding::from_full_tiles(ir::device_array({tm, tn, tk, per_tile}, std::move(ids)));
+  }
+
+  value product(const ir::instruction& ins, const value& a, const value& b, const ir::sharding& result) {
+    return {ir::matmul(a.local, b.local, ins.attrs.ints[0] != 0, ins.attrs.ints[1] != 0), result};
+  }
+
+  // The value of v, all-reduced if it is partial.
+  value full_value(ir::value_id v) {
+    const value& in = values_[v];
+    if (!in.sharding.is_partial()) return in;
+    return reshard(v, in, detail::regroup(in.sharding, rank_of(v), detail::identity_dims(rank_of(v)), devices_));
+  }
+
+  value reshard(ir::value_id v, const ir::sharding& wanted) { return reshard(v, values_[v], wanted); }
+
+  // `from` (a layout of v's global value) laid out as `wanted`.
+  value reshard(ir::value_id v, value from, const ir::sharding& wanted) {
+    const xlite::shape& global_shape = global(v).shape;
+    const std::size_t rank = global_shape.rank();
+    const auto done = [&] { return detail::same_layout(from.sharding, wanted, rank, devices_); };
+    if (done()) return {from.local, wanted};
+    if (from.sharding.is_partial()) {
+      from = {ir::all_reduce(from.local, detail::reduce_type_of(from.sharding.partial_reduction()), 1.0,
+                             detail::groups_along(from.sharding, rank, rank, devices_), next_site()),
+              partial_combined(from.sharding, rank)};
+      if (done()) return {from.local, wanted};
+    }
+    if (wanted.is_partial()) {
+      throw value_error(xlite::detail::message("mark_sharding: a value laid out as ", from.sharding,
+                                               " cannot be made partial (", wanted,
+                                               "); only a pending partial value can keep that sharding"));
+    }
+    // Gather the axes tiled otherwise than wanted first: what remains may fit already.
+    std::vector<std::size_t> axes(rank);
+    std::iota(axes.begin(), axes.end(), std::size_t{0});
+    std::ranges::stable_partition(axes,
+                                  [&](std::size_t a) { return from.sharding.tile_count(a) != wanted.tile_count(a); });
+    for (const std::size_t axis : axes) {
+      if (done()) break;
+      if (from.sharding.tile_count(axis) == 1) continue;
+      ir::node_ptr gathered = ir::all_gather(from.local, static_cast<std::int64_t>(axis),
+                                             detail::groups_along(from.sharding, rank, axis, devices_), next_site());
+      if (gathered->shape()[axis] != global_shape[axis]) gathered = drop_padding(gathered, axis, global_shape[axis]);
+      std::vector<std::int64_t> kept = detail::identity_dims(rank);
+      kept[axis] = -1;
+      from = {gathered, detail::regroup(from.sharding, rank, kept, devices_)};
+    }
+    if (done()) return {from.local, wanted};
+    return {ir::local_shard(from.local, wanted), wanted}; // `from` is whole on every device now
+  }
+
+  ir::sharding partial_combined(const ir::sharding& s, std::size_t rank) const {
+    const ir::device_array full = s.full_tiles(rank, devices_);
+    std::vector<std::int64_t> dims(full.dims().begin(), full.dims().end());
+    dims[rank + 1] *= dims[rank];
+    dims[rank] = 1;
+    return ir::sharding::from_full_tiles(full.reshape(std::move(dims)));
+  }
+
+  static ir::node_ptr drop_padding(const ir::node_ptr& x, std::size_t axis, std::int64_t size) {
+    std::vector<ir::slice_range> ranges;
+    for (const std::int64_t n : x->shape()) ranges.push_back({0, n, 1});
+    ranges[axis].stop = size;
+    return ir::slice(x, ranges);
+  }
+
+  // What resharding `from` to `wanted` moves: nothing when the layout already fits or every
+  // device holds the value whole, else (at most) the whole value.
+  std::int64_t reshard_bytes(const value& from, ir::value_id v, const ir::sharding& wanted) const {
+    const std::size_t rank = rank_of(v);
+    if (from.sharding.is_replicated() || detail::same_layout(from.sharding, wanted, rank, devices_)) return 0;
+    return global(v).shape.numel() * static_cast<std::int64_t>(size_of(global(v).type));
+  }
+
+  static ir::node_ptr rebuild(const ir::instruction& ins, std::vector<ir::node_ptr> operands,
+                              const xlite::shape& local) {
+    return ir::make_node(ins.code, ins.type, local, std::move(operands), ins.attrs);
+  }
+
+  // Collectives the partitioner inserts: one site per collective of the program, the same
+  // on every device.
+  std::int64_t next_site() {
+    static const std::int64_t base = ir::collective_site(xlite::source_location::current());
+    return ir::derived_collective_site(base, "spmd #" + std::to_string(sites_++));
+  }
+
+  const ir::graph& graph_;
+  std::span<const ir::sharding> parameter_shardings_;
+  std::int64_t devices_;
+  std::vector<value> values_;
+  std::vector<ir::node_ptr> parameters_;
+  std::int64_t sites_ = 0;
+};
+
+inline partitioned_program partition(const ir::graph& g, std::span<const ir::sharding> parameter_shardings,
+                                     std::int64_t devices) {
+  return partitioner(g, parameter_shardings, devices).run();
+}
+
+} // namespace xlite::spmd

@@ -1,0 +1,202 @@
+// SPMD mode on 8 virtual devices: sharded tensors, the partitioner's per-device programs and
+// their results against the same programs on whole values.
+
+#include <xlite/lazy.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../runtime/eight_devices.hpp"
+
+using Catch::Matchers::Contains;
+using xlite::shape;
+using xlite::ir::sharding;
+using xlite::lazy::tensor;
+namespace spmd = xlite::spmd;
+
+namespace {
+
+void use_spmd_on_eight_devices() {
+  use_eight_devices();
+  xlite::runtime::use_spmd();
+}
+
+std::vector<std::int64_t> all_devices() { return {0, 1, 2, 3, 4, 5, 6, 7}; }
+
+xlite::tensor<float> random_host(const shape& s, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  xlite::tensor<float> host(s);
+  for (std::int64_t i = 0; i < s.numel(); ++i) host.data()[i] = dist(gen);
+  return host;
+}
+
+std::vector<float> elements(const xlite::tensor<float>& t) { return {t.data(), t.data() + t.size()}; }
+std::vector<float> elements(const tensor& t) { return elements(t.to_host<float>()); }
+
+// How many instructions of the per-device program are `code`.
+std::size_t count(const xlite::ir::graph& g, xlite::op code) {
+  return static_cast<std::size_t>(
+      std::ranges::count_if(g.instructions, [&](const xlite::ir::instruction& ins) { return ins.code == code; }));
+}
+
+std::size_t collectives_in(const xlite::ir::graph& g) {
+  return static_cast<std::size_t>(std::ranges::count_if(g.instructions, [](const xlite::ir::instruction& ins) {
+    return xlite::info(ins.code).kind == xlite::op_kind::collective && ins.code != xlite::op::local_shard;
+  }));
+}
+
+} // namespace
+
+TEST_CASE("mark_sharding needs SPMD mode", "[spmd]") {
+  // CTest runs each test case in a process of its own (catch_discover_tests): here use_spmd()
+  // was never called.
+  if (xlite::runtime::is_spmd()) {
+    WARN("SPMD mode is already on in this process: the check needs a process of its own");
+    return;
+  }
+  use_eight_devices();
+  const spmd::mesh m(all_devices(), {8}, {"data"});
+  const tensor x = tensor::from(random_host(shape{8, 2}, 1));
+  REQUIRE_THROWS_WITH(spmd::mark_sharding(x, m, {"data", spmd::none}), Contains("use_spmd()"));
+}
+
+TEST_CASE("a sharded value is cut into shards and put together again, uneven tiles padded", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {2, 4}, {"x", "y"});
+  const auto host = random_host(shape{5, 7}, 2);
+  const tensor t = tensor::from(host);
+  CHECK(spmd::sharding_of(t)->is_replicated());
+  spmd::mark_sharding(t, m, {"x", "y"});
+  CHECK(spmd::sharding_of(t)->to_string() == "{devices=[2,4]0,1,2,3,4,5,6,7}");
+  CHECK(elements(t) == elements(host));
+  CHECK_THAT(spmd::visualize(t), Contains("0") && Contains("7"));
+  spmd::clear_sharding(t);
+  CHECK(spmd::sharding_of(t)->is_replicated());
+  CHECK(elements(t) == elements(host));
+}
+
+TEST_CASE("a pending tensor's sharding is its annotation until the barrier decides it", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {8}, {"data"});
+  const tensor x = tensor::from(random_host(shape{16, 4}, 3));
+  spmd::mark_sharding(x, m, {"data", spmd::none});
+  const tensor y = xlite::lazy::relu(x);
+  CHECK_FALSE(spmd::sharding_of(y).has_value());
+  REQUIRE_THROWS_WITH(spmd::visualize(y), Contains("no sharding yet"));
+  xlite::mark_step();
+  CHECK(*spmd::sharding_of(y) == *spmd::sharding_of(x)); // element-wise ops keep their operand's tiles
+  const tensor z = xlite::lazy::exp(x);
+  spmd::mark_sharding(z, m, {spmd::none, "data"}); // a user's sharding wins
+  CHECK(spmd::sharding_of(z)->tile_count(1) == 8);
+  xlite::mark_step();
+  CHECK(spmd::sharding_of(z)->tile_count(1) == 8);
+}
+
+TEST_CASE("element-wise programs on shards equal the program on whole values, bitwise", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {2, 4}, {"x", "y"});
+  const auto a = random_host(shape{6, 10}, 4), b = random_host(shape{10}, 5);
+  const auto program = [](const tensor& x, const tensor& bias) {
+    return xlite::lazy::relu(x * x + bias) - xlite::lazy::sigmoid(x);
+  };
+  const auto whole = elements(program(tensor::from(a), tensor::from(b)));
+  for (const spmd::partition_spec& spec :
+       {spmd::partition_spec{"x", "y"}, spmd::partition_spec{"y", "x"}, spmd::partition_spec{spmd::none, {"x", "y"}}}) {
+    const tensor x = tensor::from(a), bias = tensor::from(b);
+    spmd::mark_sharding(x, m, spec);
+    const tensor y = program(x, bias);
+    CHECK(collectives_in(spmd::device_program({y})) == 0);
+    CHECK(elements(y) == whole);
+  }
+}
+
+TEST_CASE("a column-parallel matmul needs no collective, a row-parallel one an all-reduce", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {8}, {"model"});
+  const auto xs = random_host(shape{4, 16}, 6), ws = random_host(shape{16, 24}, 7);
+  const auto whole = elements(xlite::lazy::relu(xlite::lazy::matmul(tensor::from(xs), tensor::from(ws))));
+
+  SECTION("column parallel: w's columns over the devices") {
+    const tensor x = tensor::from(xs), w = tensor::from(ws);
+    spmd::mark_sharding(w, m, {spmd::none, "model"});
+    const tensor y = xlite::lazy::relu(xlite::lazy::matmul(x, w));
+    CHECK(collectives_in(spmd::device_program({y})) == 0);
+    const auto got = elements(y);
+    REQUIRE(got.size() == whole.size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(whole[i]).margin(1e-5));
+    CHECK(spmd::sharding_of(y)->tile_count(1) == 8);
+  }
+  SECTION("row parallel: the contracted dimension over the devices") {
+    const tensor x = tensor::from(xs), w = tensor::from(ws);
+    spmd::mark_sharding(x, m, {spmd::none, "model"});
+    spmd::mark_sharding(w, m, {"model", spmd::none});
+    const tensor y = xlite::lazy::relu(xlite::lazy::matmul(x, w));
+    const auto program = spmd::device_program({y});
+    CHECK(collectives_in(program) == 1);
+    CHECK(count(program, xlite::op::all_reduce) == 1);
+    const auto got = elements(y);
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(whole[i]).margin(1e-5));
+  }
+}
+
+TEST_CASE("a partial sum stays pending until a consumer needs the full value", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {8}, {"model"});
+  const auto xs = random_host(shape{4, 16}, 8), ws = random_host(shape{16, 3}, 9);
+  const double expected = [&] {
+    double total = 0;
+    for (std::int64_t i = 0; i < 4; ++i) {
+      for (std::int64_t j = 0; j < 3; ++j) {
+        for (std::int64_t k = 0; k < 16; ++k) total += double(xs(i, k)) * double(ws(k, j));
+      }
+    }
+    return total;
+  }();
+  const tensor x = tensor::from(xs), w = tensor::from(ws);
+  spmd::mark_sharding(x, m, {spmd::none, "model"});
+  spmd::mark_sharding(w, m, {"model", spmd::none});
+  const tensor total = xlite::lazy::sum(xlite::lazy::matmul(x, w) * 2.0f) - xlite::lazy::sum(xlite::lazy::matmul(x, w));
+  CHECK(collectives_in(spmd::device_program({total})) == 0);
+  xlite::mark_step();
+  const auto s = spmd::sharding_of(total);
+  REQUIRE(s.has_value());
+  CHECK(s->is_partial());
+  CHECK_THAT(s->to_string(), Contains("partial_sum"));
+  CHECK(total.item<float>() == Approx(expected).epsilon(1e-4));
+  // A consumer that needs the whole value all-reduces it once.
+  const tensor positive = xlite::lazy::relu(total);
+  CHECK(count(spmd::device_program({positive}), xlite::op::all_reduce) == 1);
+  CHECK(positive.item<float>() == Approx(std::max(expected, 0.0)).epsilon(1e-4));
+}
+
+TEST_CASE("data parallel: the weight gradient is all-reduced over the batch's devices", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {8}, {"data"});
+  const auto xs = random_host(shape{16, 5}, 10), gs = random_host(shape{16, 3}, 11), ws = random_host(shape{5, 3}, 12);
+  const tensor x = tensor::from(xs), g = tensor::from(gs), w = tensor::from(ws);
+  spmd::mark_sharding(x, m, {"data", spmd::none});
+  spmd::mark_sharding(g, m, {"data", spmd::none});
+  const tensor y = xlite::lazy::matmul(x, w);                          // forward: no collective
+  const tensor dw = xlite::lazy::matmul(xlite::lazy::transpose(x), g); // summed over the batch
+  const tensor updated = w - dw * 0.1f;
+  CHECK(collectives_in(spmd::device_program({y})) == 0);
+  const auto program = spmd::device_program({updated});
+  CHECK(collectives_in(program) == 1);
+  CHECK(count(program, xlite::op::all_reduce) == 1);
+  const auto got = elements(updated);
+  for (std::int64_t i = 0; i < 5; ++i) {
+    for (std::int64_t j = 0; j < 3; ++j) {
+      double grad = 0;
+      for (std::int64_t b = 0; b < 16; ++b) grad += double(xs(b, i)) * double(gs(b, j));
+      CHECK(got[static_cast<std::size_t>(i * 3 + j)] == Approx(ws(i, j) - 0.1 * grad).margin(1e-5));
+    }
+  }
+}
