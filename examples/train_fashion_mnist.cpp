@@ -1,10 +1,11 @@
 // Fashion-MNIST, trained the PyTorch/XLA way: each step is traced (forward, gradients,
 // optimizer update), cut by the loader's mark_step(), compiled once and run on the device
 // while the next step is traced. Optionally in mixed precision: bf16 matmuls with fp32
-// sums (--bf16).
+// sums (--bf16). With --devices N, data parallel over N devices in SPMD mode: each batch is
+// split over a 'data' mesh axis, and the partitioner sums the gradients across devices.
 //
 //   train_fashion_mnist [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--bf16]
-//                       [--seed N] [--steps N] [--data DIR] [--expect-accuracy X]
+//                       [--devices N] [--seed N] [--steps N] [--data DIR] [--expect-accuracy X]
 //
 // --steps stops after N training steps (a short run); --expect-accuracy makes the program
 // fail unless the test accuracy reaches X, the loss halves and each distinct graph compiled
@@ -20,6 +21,7 @@
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +47,7 @@ struct options {
   std::int64_t batch_size = 128;
   double lr = 0; // 0: the model's default
   bool bf16 = false;
+  std::int64_t devices = 1;
   std::uint64_t seed = 1;
   std::int64_t steps = 0; // 0: no limit
   std::string data{xlite::data::fashion_mnist_directory};
@@ -54,8 +57,7 @@ struct options {
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "train_fashion_mnist: " << problem << "\n"
             << "usage: train_fashion_mnist [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--bf16]\n"
-            << "                           [--seed N] [--steps N] [--data DIR] [--expect-accuracy X]\n"
-            << "       (--devices N, data parallel over N devices, comes with SPMD)\n";
+            << "                           [--devices N] [--seed N] [--steps N] [--data DIR] [--expect-accuracy X]\n";
   std::exit(2);
 }
 
@@ -94,7 +96,7 @@ options parse(int argc, char** argv) {
     } else if (arg == "--expect-accuracy") {
       o.expect_accuracy = number(0);
     } else if (arg == "--devices") {
-      if (number(1) != 1) usage("--devices above 1 needs SPMD, which xlite does not have yet");
+      o.devices = static_cast<std::int64_t>(number(1));
     } else {
       usage("unknown option '" + std::string(arg) + "'");
     }
@@ -150,6 +152,21 @@ lazy::tensor correct_count(const lazy::tensor& logits, const lazy::tensor& label
 int main(int argc, char** argv) try {
   const options opt = parse(argc, argv);
   if (opt.bf16) xlite::amp::set_policy({xlite::amp::mode::autocast}); // bf16 products, fp32 sums
+  // Data parallel: the batch's rows over a 'data' axis of all devices; the parameters and
+  // the optimizer's state are replicated.
+  std::optional<xlite::spmd::mesh> mesh;
+  const auto shard_batch = [&](const auto& batch) {
+    if (!mesh) return;
+    xlite::spmd::mark_sharding(batch.features, *mesh, {"data"});
+    xlite::spmd::mark_sharding(batch.labels, *mesh, {"data"});
+  };
+  if (opt.devices > 1) {
+    xlite::runtime::set_num_devices(opt.devices);
+    xlite::runtime::use_spmd();
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(opt.devices));
+    std::iota(ids.begin(), ids.end(), 0);
+    mesh = xlite::spmd::mesh(ids, {opt.devices}, {"data"});
+  }
 
   // The data, standardised once on the host with a fused expression (Fashion-MNIST's mean
   // and standard deviation).
@@ -170,8 +187,10 @@ int main(int argc, char** argv) try {
                                     .prefetch = 4});
   xlite::data::loader test_loader(std::move(test.images), std::move(test.labels), {.batch_size = 1000});
 
-  std::printf("Fashion-MNIST, %s, batch %lld, Adam %.0e with a cosine schedule, %s\n", opt.model.c_str(),
+  std::printf("Fashion-MNIST, %s, batch %lld, Adam %.0e with a cosine schedule, %s", opt.model.c_str(),
               static_cast<long long>(opt.batch_size), opt.lr, opt.bf16 ? "bf16 matmuls (fp32 sums)" : "fp32");
+  if (mesh) std::printf(", data parallel over %lld devices", static_cast<long long>(opt.devices));
+  std::printf("\n");
   const auto started = std::chrono::steady_clock::now();
   std::int64_t step = 0;
   std::optional<double> first_loss;
@@ -190,6 +209,7 @@ int main(int argc, char** argv) try {
         progress(epoch, opt.epochs, batch.index, steps_per_epoch, totals, batch_size, seconds(), false);
       }
       optimizer.set_lr(schedule(step)); // a graph parameter: a new rate does not recompile
+      shard_batch(batch);
       const lazy::tensor logits = m.forward(m.params, batch.features);
       const lazy::tensor loss = lazy::cross_entropy(logits, batch.labels);
       optimizer.step(m.params, xlite::grad(loss, m.params));
@@ -208,7 +228,10 @@ int main(int argc, char** argv) try {
 
   // Evaluation: forward only, the correct answers counted on the device.
   std::vector<lazy::tensor> correct;
-  for (const auto& batch : test_loader) correct.push_back(correct_count(m.forward(m.params, batch.features), batch.labels));
+  for (const auto& batch : test_loader) {
+    shard_batch(batch);
+    correct.push_back(correct_count(m.forward(m.params, batch.features), batch.labels));
+  }
   xlite::mark_step();
   double right = 0;
   for (const auto& c : correct) right += c.item<double>();

@@ -398,8 +398,11 @@ private:
 
 // The process's collectives, with XLITE_COLLECTIVE_TIMEOUT.
 inline in_process_collectives& collectives() {
-  static in_process_collectives instance;
-  return instance;
+  // Never destroyed: device workers still running a step's collectives at exit finish them
+  // while the process's statics are destroyed, and this is made after the workers, so it
+  // would be destroyed first.
+  static auto* const instance = new in_process_collectives;
+  return *instance;
 }
 
 } // namespace xlite::runtime

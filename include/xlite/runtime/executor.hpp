@@ -6,8 +6,10 @@
 // again: a while_loop runs its cond and body until cond is false, a cond one branch.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -27,6 +29,7 @@
 #include "xlite/runtime/elementwise.hpp"
 #include "xlite/runtime/layout.hpp"
 #include "xlite/runtime/matmul.hpp"
+#include "xlite/runtime/metrics.hpp"
 #include "xlite/runtime/profiler.hpp"
 #include "xlite/runtime/reduce.hpp"
 #include "xlite/runtime/scatter.hpp"
@@ -98,28 +101,73 @@ private:
 
 } // namespace detail
 
-// The result of collective `root` (or local_shard) on device `on`, where operand x is this device's value.
+namespace detail {
+
+// The bytes device `me` sends in collective `root` (operand x, its result) with the ring
+// algorithms NCCL and XLA's cost model assume, for a group of n: all_reduce 2 (n - 1) / n
+// of the buffer, all_gather and all_to_all (n - 1) / n of the whole, reduce_scatter
+// (n - 1) / n of the input, collective_permute the buffer when `me` is a source.
+inline std::int64_t collective_traffic(const ir::instruction& root, const buffer& x, const buffer& result,
+                                       std::int64_t me) {
+  const std::span<const std::int64_t> ints = root.attrs.ints;
+  const auto ring = [](std::int64_t bytes, std::int64_t n, std::int64_t passes = 1) {
+    return passes * bytes * (n - 1) / n;
+  };
+  switch (root.code) {
+  case op::all_reduce:
+    return ring(x.byte_size(), ir::group_size(ints, 1), 2);
+  case op::all_gather:
+    return ring(result.byte_size(), ir::group_size(ints, 1));
+  case op::reduce_scatter:
+    return ring(x.byte_size(), ir::group_size(ints, 2));
+  case op::all_to_all:
+    return ring(x.byte_size(), ir::group_size(ints, 3));
+  default: {
+    const ir::permute_pairs pairs = ir::pairs_of(ints);
+    const bool sends = std::ranges::any_of(pairs, [&](const auto& p) { return p.first == me && p.second != me; });
+    return sends ? x.byte_size() : 0;
+  }
+  }
+}
+
+} // namespace detail
+
+// The counter of the bytes `device` sends in collectives: "CollectiveBytes(cpu:k)".
+inline std::atomic<std::int64_t>& collective_bytes_counter(const xlite::device& device) {
+  return metrics::counter("CollectiveBytes(cpu:" + std::to_string(device.ordinal()) + ")");
+}
+
+// The result of collective `root` (or local_shard, which moves nothing) on device `on`,
+// where operand x is this device's value. The bytes it sends count in
+// collective_bytes_counter(on).
 inline buffer_ptr run_collective(const ir::instruction& root, const buffer_ptr& x, const xlite::device& on) {
   const std::span<const std::int64_t> ints = root.attrs.ints;
   const std::int64_t me = on.ordinal();
   if (root.code == op::local_shard) return take_shard(*x, ir::sharding::from_ints(ints), me);
   const std::string site = ir::collective_site_name(root.attrs.value.integer);
   in_process_collectives& c = collectives();
+  const auto reduction = static_cast<ir::reduce_type>(ints.empty() ? 0 : ints[0]); // all_reduce's, reduce_scatter's
+  buffer_ptr result;
   switch (root.code) {
   case op::all_reduce:
-    return c.all_reduce(me, x, static_cast<ir::reduce_type>(ints[0]), root.attrs.value.real, ir::groups_of(ints, 1),
-                        site);
+    result = c.all_reduce(me, x, reduction, root.attrs.value.real, ir::groups_of(ints, 1), site);
+    break;
   case op::all_gather:
-    return c.all_gather(me, x, static_cast<std::size_t>(ints[0]), ir::groups_of(ints, 1), site);
+    result = c.all_gather(me, x, static_cast<std::size_t>(ints[0]), ir::groups_of(ints, 1), site);
+    break;
   case op::reduce_scatter:
-    return c.reduce_scatter(me, x, static_cast<ir::reduce_type>(ints[0]), root.attrs.value.real,
-                            static_cast<std::size_t>(ints[1]), ir::groups_of(ints, 2), site);
+    result = c.reduce_scatter(me, x, reduction, root.attrs.value.real, static_cast<std::size_t>(ints[1]),
+                              ir::groups_of(ints, 2), site);
+    break;
   case op::all_to_all:
-    return c.all_to_all(me, x, static_cast<std::size_t>(ints[0]), static_cast<std::size_t>(ints[1]), ints[2],
-                        ir::groups_of(ints, 3), site);
+    result = c.all_to_all(me, x, static_cast<std::size_t>(ints[0]), static_cast<std::size_t>(ints[1]), ints[2],
+                          ir::groups_of(ints, 3), site);
+    break;
   default:
-    return c.collective_permute(me, x, ir::pairs_of(ints), site);
+    result = c.collective_permute(me, x, ir::pairs_of(ints), site);
   }
+  collective_bytes_counter(on).fetch_add(detail::collective_traffic(root, *x, *result, me), std::memory_order_relaxed);
+  return result;
 }
 
 // `on` is the device the program runs on: the collectives' member. With a profile being

@@ -379,7 +379,7 @@ private:
   value full_value(ir::value_id v) {
     const value& in = values_[v];
     if (!in.sharding.is_partial()) return in;
-    return reshard(v, in, detail::regroup(in.sharding, rank_of(v), detail::identity_dims(rank_of(v)), devices_));
+    return reshard(v, in, partial_combined(in.sharding, rank_of(v)));
   }
 
   value reshard(ir::value_id v, const ir::sharding& wanted) { return reshard(v, values_[v], wanted); }
