@@ -404,8 +404,9 @@ private:
     // Gather the axes tiled otherwise than wanted first: what remains may fit already.
     std::vector<std::size_t> axes(rank);
     std::iota(axes.begin(), axes.end(), std::size_t{0});
-    std::ranges::stable_partition(axes,
-                                  [&](std::size_t a) { return from.sharding.tile_count(a) != wanted.tile_count(a); });
+    // (std::stable_partition: clang 14's ranges reject libstdc++ 12's ranges::stable_partition)
+    std::stable_partition(axes.begin(), axes.end(),
+                          [&](std::size_t a) { return from.sharding.tile_count(a) != wanted.tile_count(a); });
     for (const std::size_t axis : axes) {
       if (done()) break;
       if (from.sharding.tile_count(axis) == 1) continue;
