@@ -60,8 +60,10 @@ struct site_names {
   std::map<std::int64_t, std::string> names;
 };
 inline site_names& collective_site_names() {
-  static site_names names;
-  return names;
+  // Never destroyed: a device worker still running a step's collectives at exit looks
+  // names up here while the process's statics are destroyed (as collectives() is).
+  static auto* const names = new site_names;
+  return *names;
 }
 
 } // namespace detail
