@@ -47,6 +47,21 @@ constexpr std::string_view name(reduce_type r) {
   return names[static_cast<std::size_t>(r)];
 }
 
+// The reduction that combines partial values left by reduction op `reduction` (sum, max,
+// min, prod): what an all_reduce of them runs.
+constexpr reduce_type reduce_type_of(op reduction) {
+  switch (reduction) {
+  case op::max:
+    return reduce_type::max;
+  case op::min:
+    return reduce_type::min;
+  case op::prod:
+    return reduce_type::mul;
+  default:
+    return reduce_type::sum;
+  }
+}
+
 // Replica groups as torch_xla takes them: {{0, 1, 2, 3}, {4, 5, 6, 7}} makes two groups.
 using replica_groups = std::vector<std::vector<std::int64_t>>;
 

@@ -125,19 +125,6 @@ inline ir::replica_groups groups_along(const ir::sharding& s, std::size_t rank, 
   return groups;
 }
 
-inline ir::reduce_type reduce_type_of(op reduction) {
-  switch (reduction) {
-  case op::max:
-    return ir::reduce_type::max;
-  case op::min:
-    return ir::reduce_type::min;
-  case op::prod:
-    return ir::reduce_type::mul;
-  default:
-    return ir::reduce_type::sum;
-  }
-}
-
 inline std::vector<std::int64_t> identity_dims(std::size_t rank) {
   std::vector<std::int64_t> kept(rank);
   std::iota(kept.begin(), kept.end(), 0);
@@ -391,7 +378,7 @@ private:
     const auto done = [&] { return detail::same_layout(from.sharding, wanted, rank, devices_); };
     if (done()) return {from.local, wanted};
     if (from.sharding.is_partial()) {
-      from = {ir::all_reduce(from.local, detail::reduce_type_of(from.sharding.partial_reduction()), 1.0,
+      from = {ir::all_reduce(from.local, ir::reduce_type_of(from.sharding.partial_reduction()), 1.0,
                              detail::groups_along(from.sharding, rank, rank, devices_), next_site()),
               partial_combined(from.sharding, rank)};
       if (done()) return {from.local, wanted};

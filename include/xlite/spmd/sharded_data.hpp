@@ -77,25 +77,12 @@ public:
     if (partials.size() == 1) return partials[0];
     runtime::buffer_ptr whole = runtime::make_buffer(type_, shape_);
     const std::vector<std::shared_ptr<const runtime::buffer>> inputs(partials.begin(), partials.end());
-    runtime::detail::reduce_rows(inputs, 0, *whole, 0, shape_.numel(), reduce_type_of(sharding_.partial_reduction()),
-                                 1.0);
+    runtime::detail::reduce_rows(inputs, 0, *whole, 0, shape_.numel(),
+                                 ir::reduce_type_of(sharding_.partial_reduction()), 1.0);
     return whole;
   }
 
 private:
-  static ir::reduce_type reduce_type_of(op reduction) {
-    switch (reduction) {
-    case op::max:
-      return ir::reduce_type::max;
-    case op::min:
-      return ir::reduce_type::min;
-    case op::prod:
-      return ir::reduce_type::mul;
-    default:
-      return ir::reduce_type::sum;
-    }
-  }
-
   dtype type_;
   xlite::shape shape_;
   ir::sharding sharding_;
