@@ -1,6 +1,8 @@
 // The SPMD property test: random programs (element-wise, matmul chains, reductions,
 // transposes, reshapes) over random shapes, uneven ones included, with random partition
-// specs on the meshes of the issue (1x8, 8x1, 2x4, 4x2, 2x2x2, hybrid): the sharded run
+// specs on the meshes of the issue (1x8, 8x1, 2x4, 4x2, 2x2x2, hybrid), half of them with
+// a random sharding asked of the result too (so partial results are reduce-scattered,
+// all-reduced or gathered to fit it): the sharded run
 // equals the run on whole values, bitwise for programs of correctly rounded ops in an
 // unchanged order, and within a tolerance (float sums of up to a few dozen terms, or a
 // transcendental function's last bit: 1e-5 relative, 1e-6 absolute) otherwise.
@@ -85,7 +87,7 @@ struct program {
 program random_program(std::mt19937& gen) {
   const auto size = [&] { return std::uniform_int_distribution<std::int64_t>(1, 13)(gen); };
   const std::int64_t m = size(), n = size(), k = size(), h = size();
-  switch (std::uniform_int_distribution<int>(0, 6)(gen)) {
+  switch (std::uniform_int_distribution<int>(0, 8)(gen)) {
   case 0:
     return {"relu(x * y + b) - abs(x) / (y * y + 1)", true, {shape{m, n}, shape{m, n}, shape{n}}, [](const auto& in) {
               return lz::relu(in[0] * in[1] + in[2]) - lz::abs(in[0]) / (in[1] * in[1] + 1.0f);
@@ -116,6 +118,18 @@ program random_program(std::mt19937& gen) {
     return {"sum(reshape(x) * 2)", false, {shape{m, n, k}}, [=](const auto& in) {
               return lz::sum(lz::reshape(in[0], shape{m * n * k}) * 2.0f);
             }};
+  case 7: {
+    const std::int64_t axis = std::uniform_int_distribution<std::int64_t>(0, 1)(gen);
+    return {"mean(x * y, " + std::to_string(axis) + ")", false, {shape{m, n}, shape{m, n}}, [=](const auto& in) {
+              return lz::mean(in[0] * in[1], {axis});
+            }};
+  }
+  case 8:
+    // The partial product has three users: an optimizer's use of a gradient.
+    return {"g = transpose(x) @ y; g * 0.5 + g * g - g", false, {shape{k, m}, shape{k, n}}, [](const auto& in) {
+              const tensor g = lz::matmul(lz::transpose(in[0]), in[1]);
+              return g * 0.5f + g * g - g;
+            }};
   default:
     return {"sum(x @ w)", false, {shape{m, k}, shape{k, n}}, [](const auto& in) {
               return lz::sum(lz::matmul(in[0], in[1]));
@@ -142,11 +156,15 @@ TEST_CASE("random programs on random shardings of every mesh equal the program o
         specs += (i ? " " : "");
         spmd::mark_sharding(sharded.back(), mesh.m, random_spec(hosts[i].shape().rank(), mesh.m, gen, specs));
       }
+      const tensor result = p.run(sharded);
+      if (std::uniform_int_distribution<int>(0, 1)(gen) == 1) {
+        specs += " -> ";
+        spmd::mark_sharding(result, mesh.m, random_spec(result.shape().rank(), mesh.m, gen, specs));
+      }
       std::ostringstream shapes;
       for (const shape& s : p.inputs) shapes << s << ' ';
       INFO("mesh " << mesh.name << ", program " << p.name << ", shapes " << shapes.str() << ", specs " << specs);
       const auto expected = p.run(whole).to_host<float>();
-      const tensor result = p.run(sharded);
       xlite::mark_step(); // the result stays laid out as the partitioner left it, maybe partial
       const auto got = result.to_host<float>();
       REQUIRE(got.shape() == expected.shape());

@@ -3,6 +3,7 @@
 // xlite's exceptions. Everything xlite throws derives from xlite::error, and every message
 // names the op (or variable, or file) and the operands that were wrong, in the user's terms.
 
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,17 @@ std::string message(Parts&&... parts) {
   std::ostringstream out;
   ((out << std::forward<Parts>(parts)), ...);
   return std::move(out).str();
+}
+
+// The message of the exception being handled, for a catch (...) that reports it.
+inline std::string current_exception_message() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
 }
 
 } // namespace detail

@@ -122,6 +122,12 @@ inline spmd_step partition_step(std::span<const ir::node_ptr> outputs, std::int6
 // Each tensor gets its shards, laid out as the partitioner left them.
 inline void launch_spmd(const std::vector<std::shared_ptr<tensor_state>>& states, const debug::step_cause& cause) {
   const std::int64_t devices = device_count();
+  // A failed step aborted the collectives, so that its peers stopped waiting for it; once
+  // every device is done with that step, the next one's collectives start afresh.
+  if (runtime::collectives().failure()) {
+    wait_device_ops();
+    runtime::collectives().reset();
+  }
   std::vector<ir::node_ptr> outputs;
   for (const auto& s : states) outputs.push_back(s->pending);
   std::vector<spmd::sharded_data_ptr> results;
@@ -164,9 +170,10 @@ inline void launch_spmd(const std::vector<std::shared_ptr<tensor_state>>& states
         }
         std::vector<runtime::buffer_ptr> values = execute_on(*exe, inputs, on);
         for (std::size_t i = 0; i < results.size(); ++i) results[i]->shard(d)->set(std::move(values[i]));
-      } catch (const std::exception& e) {
+      } catch (...) {
         // The other devices may wait in a collective for this one: fail them too.
-        runtime::collectives().abort(xlite::detail::message("device ", d, " failed: ", e.what()));
+        runtime::collectives().abort(
+            xlite::detail::message("device ", d, " failed: ", xlite::detail::current_exception_message()));
         for (const auto& r : results) {
           if (!r->shard(d)->ready()) r->shard(d)->fail(std::current_exception());
         }

@@ -61,17 +61,6 @@ struct replica_threads {
   }
 };
 
-// The message of the exception being handled.
-inline std::string current_message() {
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
-
 } // namespace detail
 
 // Runs fn(k) for k in [0, n) on n threads, replica k on device cpu:k; n = 0 means one per
@@ -105,7 +94,7 @@ void spawn(F&& fn, std::int64_t n = 0) {
         try {
           fn(k);
         } catch (...) {
-          const std::string what = detail::current_message();
+          const std::string what = xlite::detail::current_exception_message();
           {
             std::scoped_lock lock(mutex);
             if (!first_failed) {
@@ -132,8 +121,8 @@ void spawn(F&& fn, std::int64_t n = 0) {
     try {
       std::rethrow_exception(first_error);
     } catch (...) {
-      std::throw_with_nested(
-          runtime::replica_error(xlite::detail::message("spawn: ", who, ": ", detail::current_message())));
+      std::throw_with_nested(runtime::replica_error(
+          xlite::detail::message("spawn: ", who, ": ", xlite::detail::current_exception_message())));
     }
   }
 }

@@ -10,17 +10,21 @@
 //   result into the most tiles (the first such operand on a tie) and reshard the others to
 //   match. permute moves its operand's tiles with the axes.
 // - A reduction over tiled axes reduces each shard and leaves a partial value (sum, max,
-//   min or prod) pending. A 2-D matmul whose operands agree on the contracting dimension's
+//   min or prod) pending; a float mean is a partial sum of each shard's sum divided by the
+//   count. A 2-D matmul whose operands agree on the contracting dimension's
 //   tiles multiplies shards and leaves a partial sum over them; when they do not agree, the
 //   operand that is cheaper to move (in bytes) is resharded to fit the other.
 // - A partial value is combined (all_reduce) only where a consumer needs the full value:
 //   add, sub, neg and sum keep partial sums partial, mul and div by a value every device
-//   holds whole too, so chains like sum(matmul(x, w)) reduce once. Outputs may stay partial.
-// - Resharding: a partial value is all-reduced; tiled dimensions are all-gathered (and
-//   their padding sliced off) until the layout matches; a value every device holds whole
-//   is cut locally (local_shard), which moves nothing.
-// - Every other op (reshape, slice, gather, windows, control flow, random, mean and argmax
-//   over tiled axes, batched matmul, uneven tiles under a reduction) runs on whole values:
+//   holds whole too, so chains like sum(matmul(x, w)) reduce once. They do so only for a
+//   partial value with no other user: one that others need whole is combined once, first.
+//   Outputs may stay partial.
+// - Resharding: a partial value whose parts can become the tiles of one dimension is
+//   reduce-scattered, else all-reduced; tiled dimensions are all-gathered (and their padding
+//   sliced off) until the layout matches; a value every device holds whole is cut locally
+//   (local_shard), which moves nothing. Each distinct reshard of a value is made once.
+// - Every other op (reshape, slice, gather, windows, control flow, random, argmax over
+//   tiled axes, batched matmul, uneven tiles under a reduction) runs on whole values:
 //   its operands are gathered first. That is correct for every op; the ops above are the
 //   ones that stay sharded.
 //
@@ -30,11 +34,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "xlite/core/error.hpp"
@@ -137,7 +143,12 @@ class partitioner {
 public:
   // `parameter_shardings[k]` is how global parameter k is laid out over `devices` devices.
   partitioner(const ir::graph& g, std::span<const ir::sharding> parameter_shardings, std::int64_t devices)
-      : graph_(g), parameter_shardings_(parameter_shardings), devices_(devices) {}
+      : graph_(g), parameter_shardings_(parameter_shardings), devices_(devices), users_(g.instructions.size()) {
+    for (const ir::instruction& ins : g.instructions) {
+      for (const ir::value_id v : ins.operands) ++users_[v];
+    }
+    for (const ir::value_id v : g.outputs) ++users_[v];
+  }
 
   partitioned_program run() {
     values_.reserve(graph_.instructions.size());
@@ -232,8 +243,9 @@ private:
     // The operand sharding that cuts the result into the most tiles.
     ir::sharding chosen = ir::sharding::replicated();
     for (const ir::value_id v : x) {
-      const ir::sharding& s = values_[v].sharding;
-      if (s.is_partial() || s.is_replicated()) continue;
+      const ir::sharding& given = values_[v].sharding;
+      const ir::sharding s = given.is_partial() ? partial_combined(given, rank_of(v)) : given;
+      if (s.is_replicated()) continue;
       const ir::sharding lifted = detail::regroup(s, rank_of(v), broadcast_dims(v, ins.shape), devices_);
       if (detail::tile_product(lifted, ins.shape.rank()) > detail::tile_product(chosen, ins.shape.rank())) {
         chosen = lifted;
@@ -245,11 +257,15 @@ private:
   }
 
   // Linear ops of partial sums stay partial sums: a + b, a - b, -a, and a * c, a / c with c
-  // one element held by every device.
+  // one element held by every device. Not when another op needs a partial operand whole:
+  // combining it first, once, saves combining this op's result too.
   bool keeps_partial(const ir::instruction& ins) const {
     const ir::sharding& first = values_[ins.operands[0]].sharding;
     if (!first.is_partial() || first.partial_reduction() != op::sum || global(ins.operands[0]).shape != ins.shape) {
       return false;
+    }
+    for (const ir::value_id v : ins.operands) {
+      if (values_[v].sharding.is_partial() && users_[v] > 1) return false;
     }
     switch (ins.code) {
     case op::neg:
@@ -272,11 +288,27 @@ private:
 
   value reduction(const ir::instruction& ins) {
     const ir::value_id x = ins.operands[0];
+    const xlite::shape& in = global(x).shape;
+    const bool reduces_tiles = std::ranges::any_of(ins.attrs.ints, [&](std::int64_t a) {
+      return values_[x].sharding.tile_count(static_cast<std::size_t>(a)) > 1;
+    });
+    if (ins.code != op::mean || !reduces_tiles || !is_floating_point(ins.type) || in.numel() == 0) {
+      return reduce_shards(ins, ins.code);
+    }
+    // The mean over tiles: each device's sum divided by the count, a partial sum.
+    const value total = reduce_shards(ins, op::sum);
+    const auto count = static_cast<double>(in.numel() / ins.shape.numel());
+    return {ir::elementwise(op::div, {total.local, ir::constant(ir::literal::of(count), ins.type)}), total.sharding};
+  }
+
+  // ins's reduction `code` over the shards of its operand.
+  value reduce_shards(const ir::instruction& ins, op code) {
+    const ir::value_id x = ins.operands[0];
     const std::size_t rank = rank_of(x);
     const xlite::shape& in = global(x).shape;
     const std::span<const std::int64_t> axes = ins.attrs.ints;
     // Reduced axes whose tiles cannot be reduced separately are gathered first.
-    const bool separable = ins.code != op::mean && ins.code != op::argmax;
+    const bool separable = code != op::mean && code != op::argmax;
     std::vector<std::int64_t> kept = detail::identity_dims(rank);
     for (const std::int64_t a : axes) {
       const auto axis = static_cast<std::size_t>(a);
@@ -284,8 +316,8 @@ private:
       if (tiles > 1 && (!separable || in[axis] % tiles != 0)) kept[axis] = -1;
     }
     // A sum of partial sums is a partial sum; other reductions need the full value.
-    const bool stays_partial = ins.code == op::sum && values_[x].sharding.partial_reduction() == op::sum &&
-                               kept == detail::identity_dims(rank);
+    const bool stays_partial =
+        code == op::sum && values_[x].sharding.partial_reduction() == op::sum && kept == detail::identity_dims(rank);
     value operand = stays_partial ? values_[x] : full_value(x);
     operand = reshard(x, operand, detail::regroup(operand.sharding, rank, kept, devices_));
     // The result keeps the other axes' tiles; the reduced axes' tiles become partial values.
@@ -295,8 +327,8 @@ private:
       if (!reduced) result_dims.push_back(static_cast<std::int64_t>(a));
       if (reduced && ins.attrs.flag) result_dims.push_back(-1);
     }
-    const ir::sharding result = detail::regroup(operand.sharding, rank, result_dims, devices_, true, ins.code);
-    return {ir::reduce(ins.code, operand.local, axes, ins.attrs.flag), result};
+    const ir::sharding result = detail::regroup(operand.sharding, rank, result_dims, devices_, true, code);
+    return {ir::reduce(code, operand.local, axes, ins.attrs.flag), result};
   }
 
   value matmul(const ir::instruction& ins) {
@@ -371,23 +403,59 @@ private:
 
   value reshard(ir::value_id v, const ir::sharding& wanted) { return reshard(v, values_[v], wanted); }
 
-  // `from` (a layout of v's global value) laid out as `wanted`.
-  value reshard(ir::value_id v, value from, const ir::sharding& wanted) {
-    const xlite::shape& global_shape = global(v).shape;
-    const std::size_t rank = global_shape.rank();
-    const auto done = [&] { return detail::same_layout(from.sharding, wanted, rank, devices_); };
-    if (done()) return {from.local, wanted};
-    if (from.sharding.is_partial()) {
-      from = {ir::all_reduce(from.local, ir::reduce_type_of(from.sharding.partial_reduction()), 1.0,
-                             detail::groups_along(from.sharding, rank, rank, devices_), next_site()),
-              partial_combined(from.sharding, rank)};
-      if (done()) return {from.local, wanted};
-    }
+  // `from` (a layout of v's global value) laid out as `wanted`. Each distinct reshard of a
+  // value is made once: the optimizer's several uses of one gradient combine it once.
+  value reshard(ir::value_id v, const value& from, const ir::sharding& wanted) {
+    if (detail::same_layout(from.sharding, wanted, rank_of(v), devices_)) return {from.local, wanted};
+    auto key = std::tuple{v, from.sharding.to_ints(), wanted.to_ints()};
+    if (const auto made = reshards_.find(key); made != reshards_.end()) return made->second;
+    value moved = from.sharding.is_partial() ? combine_partial(v, from, wanted) : gather_and_cut(v, from, wanted);
+    reshards_.emplace(std::move(key), moved);
+    return moved;
+  }
+
+  value combine_partial(ir::value_id v, const value& from, const ir::sharding& wanted) {
+    const std::size_t rank = rank_of(v);
     if (wanted.is_partial()) {
       throw value_error(xlite::detail::message("mark_sharding: a value laid out as ", from.sharding,
                                                " cannot be made partial (", wanted,
                                                "); only a pending partial value can keep that sharding"));
     }
+    const ir::replica_groups parts = detail::groups_along(from.sharding, rank, rank, devices_);
+    const ir::reduce_type combine = ir::reduce_type_of(from.sharding.partial_reduction());
+    for (std::size_t axis = 0; axis < rank; ++axis) {
+      if (detail::same_layout(scattered(from.sharding, rank, axis), wanted, rank, devices_) &&
+          global(v).shape[axis] % wanted.tile_count(axis) == 0) {
+        return {ir::reduce_scatter(from.local, combine, 1.0, static_cast<std::int64_t>(axis), parts, next_site()),
+                wanted};
+      }
+    }
+    const ir::sharding combined = partial_combined(from.sharding, rank);
+    if (!detail::same_layout(combined, wanted, rank, devices_)) return reshard(v, reshard(v, from, combined), wanted);
+    return {ir::all_reduce(from.local, combine, 1.0, parts, next_site()), wanted};
+  }
+
+  // What reduce_scatter along `axis` makes of partial layout s: part p of tile t becomes
+  // tile t * parts + p.
+  ir::sharding scattered(const ir::sharding& s, std::size_t rank, std::size_t axis) const {
+    const ir::device_array full = s.full_tiles(rank, devices_);
+    std::vector<std::size_t> order;
+    for (std::size_t a = 0; a <= axis; ++a) order.push_back(a);
+    order.push_back(rank);
+    for (std::size_t a = axis + 1; a < rank; ++a) order.push_back(a);
+    order.push_back(rank + 1);
+    std::vector<std::int64_t> dims(full.dims().begin(), full.dims().end());
+    dims[axis] *= dims[rank];
+    dims[rank] = 1;
+    return ir::sharding::from_full_tiles(full.transpose(order).reshape(std::move(dims)));
+  }
+
+  // A whole (not partial) `from` laid out as `wanted`: the tiled dimensions gathered that
+  // must be, then the rest cut locally.
+  value gather_and_cut(ir::value_id v, value from, const ir::sharding& wanted) {
+    const xlite::shape& global_shape = global(v).shape;
+    const std::size_t rank = global_shape.rank();
+    const auto done = [&] { return detail::same_layout(from.sharding, wanted, rank, devices_); };
     // Gather the axes tiled otherwise than wanted first: what remains may fit already.
     std::vector<std::size_t> axes(rank);
     std::iota(axes.begin(), axes.end(), std::size_t{0});
@@ -446,7 +514,9 @@ private:
   const ir::graph& graph_;
   std::span<const ir::sharding> parameter_shardings_;
   std::int64_t devices_;
+  std::vector<std::int64_t> users_; // of each global value, outputs included
   std::vector<value> values_;
+  std::map<std::tuple<ir::value_id, std::vector<std::int64_t>, std::vector<std::int64_t>>, value> reshards_;
   std::vector<ir::node_ptr> parameters_;
   std::int64_t sites_ = 0;
 };
