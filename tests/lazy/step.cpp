@@ -112,7 +112,7 @@ TEST_CASE("a failing step fails its tensors, and the next step runs", "[lazy][st
 }
 
 TEST_CASE("a worker runs every task once, in order, whether it sleeps or spins", "[lazy][step]") {
-  runtime::worker w;
+  runtime::worker w(xlite::device("cpu:0"));
   std::vector<int> order;
   const auto submit_many = [&](int from, int count) {
     for (int i = from; i < from + count; ++i) w.submit([&order, i]() noexcept { order.push_back(i); });

@@ -45,6 +45,7 @@ ir::literal literal_of(S value) {
 // A scalar as a graph parameter of dtype `type` on device d: a new value, same graph.
 template <scalar S>
 ir::node_ptr scalar_parameter(S value, dtype type, const xlite::device& d) {
+  const runtime::allocating_on on(d);
   auto data = runtime::make_buffer(type, shape{});
   visit_dtype(type, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -199,6 +199,7 @@ private:
   template <class T>
   static tensor from_elements(const T* elements, const xlite::shape& s, const xlite::device& d) {
     const auto begin = std::chrono::steady_clock::now();
+    const runtime::allocating_on on(d);
     auto value = runtime::make_buffer(dtype_of_v<T>, s);
     std::copy_n(elements, s.numel(), value->template as<T>());
     detail::record_transfer(detail::transfer::to_device, "from", begin, std::chrono::steady_clock::now());

@@ -2,7 +2,8 @@
 
 // A device buffer: the memory of one value on a (CPU) device, with its dtype and shape.
 // Cache-line aligned, so SIMD loops and streaming stores need no prologue; the memory comes
-// from, and goes back to, the device's block cache (runtime/block_cache.hpp).
+// from, and goes back to, the device's block cache (runtime/block_cache.hpp), and counts in
+// the memory_info of the device that makes it (runtime/memory.hpp).
 
 #include <algorithm>
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include "xlite/core/error.hpp"
 #include "xlite/core/shape.hpp"
 #include "xlite/runtime/block_cache.hpp"
+#include "xlite/runtime/memory.hpp"
 
 namespace xlite::runtime {
 
@@ -21,8 +23,13 @@ class buffer {
 public:
   buffer(dtype type, const xlite::shape& s)
       : type_(type), shape_(s), capacity_(byte_size()),
-        bytes_(static_cast<std::byte*>(device_block_cache().take(block_bytes()))) {}
-  ~buffer() { device_block_cache().give(bytes_, block_bytes()); }
+        bytes_(static_cast<std::byte*>(device_block_cache().take(block_bytes()))), owner_(detail::memory_owner()) {
+    if (owner_ >= 0) detail::count_allocation(owner_, capacity_);
+  }
+  ~buffer() {
+    if (owner_ >= 0) detail::count_release(owner_, capacity_);
+    device_block_cache().give(bytes_, block_bytes());
+  }
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
 
@@ -59,6 +66,7 @@ private:
 
   std::int64_t capacity_;
   std::byte* bytes_;
+  std::int64_t owner_; // the device whose memory this is, or -1
 };
 
 using buffer_ptr = std::shared_ptr<buffer>;

@@ -29,6 +29,7 @@
 
 #include "xlite/core/env.hpp"
 #include "xlite/core/error.hpp"
+#include "xlite/runtime/memory.hpp"
 
 namespace xlite::metrics {
 
@@ -387,6 +388,17 @@ inline void print_counter(std::ostream& out, std::string_view name, std::int64_t
   out << "Counter: " << name << '\n' << "  Value: " << value << '\n';
 }
 
+// Each device that has held a buffer: what its buffers take now and at their peak.
+inline void print_memory(std::ostream& out) {
+  for (std::int64_t d = 0; d < runtime::detail::max_devices; ++d) {
+    const runtime::detail::device_memory& m = runtime::detail::memory_of(d);
+    if (m.peak.load(std::memory_order_relaxed) == 0) continue;
+    out << "Memory: cpu:" << d << '\n'
+        << "  BytesUsed: " << format_bytes(static_cast<double>(m.used.load(std::memory_order_relaxed))) << '\n'
+        << "  PeakBytesUsed: " << format_bytes(static_cast<double>(m.peak.load(std::memory_order_relaxed))) << '\n';
+  }
+}
+
 } // namespace detail
 
 // Every metric with samples, then every counter that is not zero, in PyTorch/XLA's format:
@@ -404,6 +416,7 @@ inline std::string report() {
     if (const auto s = metric_data(name)) detail::print_metric(out, name, *s);
   }
   for (const auto& name : counter_names()) detail::print_counter(out, name, counter_value(name));
+  detail::print_memory(out);
   return std::move(out).str();
 }
 

@@ -17,12 +17,18 @@
 
 #include "xlite/core/spin_wait.hpp"
 #include "xlite/runtime/device.hpp"
+#include "xlite/runtime/memory.hpp"
 
 namespace xlite::runtime {
 
 class worker {
 public:
-  worker() : thread_([this] { run(); }) {}
+  // The buffers the worker's steps make take device d's memory.
+  explicit worker(const xlite::device& d)
+      : thread_([this, d] {
+          detail::memory_owner() = d.ordinal();
+          run();
+        }) {}
   ~worker() {
     stopping_.store(true, std::memory_order_relaxed);
     submit([] {}); // wakes the worker, which stops once the queue is empty
@@ -73,6 +79,7 @@ private:
         tasks_.pop_front();
       }
       task();
+      task = nullptr; // what it holds (a step's inputs) is freed before the task counts as done
       if (unfinished_.fetch_sub(1, std::memory_order_acq_rel) == 1) unfinished_.notify_all();
     }
   }
@@ -90,7 +97,7 @@ inline worker& device_worker(const device& d) {
   static std::vector<std::unique_ptr<worker>> workers(static_cast<std::size_t>(device_count()));
   std::scoped_lock lock(mutex);
   auto& w = workers[static_cast<std::size_t>(d.ordinal())];
-  if (!w) w = std::make_unique<worker>();
+  if (!w) w = std::make_unique<worker>(d);
   return *w;
 }
 

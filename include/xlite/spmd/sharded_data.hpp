@@ -44,8 +44,9 @@ public:
   static std::shared_ptr<sharded_data> split(const runtime::buffer& whole, ir::sharding s, std::int64_t devices) {
     std::vector<runtime::device_data_ptr> shards;
     for (std::int64_t d = 0; d < devices; ++d) {
-      shards.push_back(std::make_shared<runtime::device_data>(xlite::device("cpu:" + std::to_string(d)),
-                                                              runtime::take_shard(whole, s, d)));
+      const xlite::device to("cpu:" + std::to_string(d));
+      const runtime::allocating_on on(to);
+      shards.push_back(std::make_shared<runtime::device_data>(to, runtime::take_shard(whole, s, d)));
     }
     return std::make_shared<sharded_data>(whole.type(), whole.shape(), std::move(s), std::move(shards));
   }
