@@ -310,3 +310,41 @@ TEST_CASE("a mean over a tiled dimension is a partial sum of the shards' sums", 
     CHECK(got[static_cast<std::size_t>(j)] == Approx(total / 16).margin(1e-6));
   }
 }
+
+TEST_CASE("mark_sharding inside a loop body is an error, not an annotation silently dropped", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {8}, {"d"});
+  const tensor x = tensor::from(random_host(shape{8, 4}, 23));
+  const auto body = [&](const std::vector<tensor>& s) {
+    spmd::mark_sharding(s[1], m, {"d", spmd::none});
+    return std::vector<tensor>{s[0] + 1, s[1] * 2.0f};
+  };
+  REQUIRE_THROWS_WITH(xlite::lazy::while_loop([](const auto& s) { return s[0] < 3; }, body,
+                                              {xlite::lazy::zeros(shape{}, xlite::dtype::i64), x}),
+                      Contains("mark_sharding: inside a while_loop or cond body"));
+}
+
+TEST_CASE("a reshape keeps the tiles of a major dimension and gathers the others", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {2, 4}, {"a", "b"});
+  const auto host = random_host(shape{8, 3, 4}, 24);
+  SECTION("flattening a batch sharded over its rows moves nothing") {
+    const tensor x = tensor::from(host);
+    spmd::mark_sharding(x, m, {"b", spmd::none, spmd::none});
+    const tensor y = xlite::lazy::reshape(x, shape{8, 12});
+    CHECK(collectives_in(spmd::device_program({y})) == 0);
+    xlite::mark_step();
+    CHECK(*spmd::sharding_of(y) == spmd::to_sharding(m, {"b", spmd::none}, y.shape()));
+    CHECK(elements(y) == elements(host));
+  }
+  SECTION("a tiled minor dimension of a merge is gathered") {
+    const tensor x = tensor::from(host);
+    spmd::mark_sharding(x, m, {"b", "a", spmd::none}); // 3 rows over 2: uneven too
+    const tensor y = xlite::lazy::reshape(x, shape{24, 4});
+    const auto program = spmd::device_program({y});
+    CHECK(count(program, xlite::op::all_gather) == 1);
+    xlite::mark_step();
+    CHECK(spmd::sharding_of(y)->tile_count(0) == 4);
+    CHECK(elements(y) == elements(host));
+  }
+}

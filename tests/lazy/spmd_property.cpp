@@ -87,7 +87,7 @@ struct program {
 program random_program(std::mt19937& gen) {
   const auto size = [&] { return std::uniform_int_distribution<std::int64_t>(1, 13)(gen); };
   const std::int64_t m = size(), n = size(), k = size(), h = size();
-  switch (std::uniform_int_distribution<int>(0, 8)(gen)) {
+  switch (std::uniform_int_distribution<int>(0, 10)(gen)) {
   case 0:
     return {"relu(x * y + b) - abs(x) / (y * y + 1)", true, {shape{m, n}, shape{m, n}, shape{n}}, [](const auto& in) {
               return lz::relu(in[0] * in[1] + in[2]) - lz::abs(in[0]) / (in[1] * in[1] + 1.0f);
@@ -129,6 +129,14 @@ program random_program(std::mt19937& gen) {
     return {"g = transpose(x) @ y; g * 0.5 + g * g - g", false, {shape{k, m}, shape{k, n}}, [](const auto& in) {
               const tensor g = lz::matmul(lz::transpose(in[0]), in[1]);
               return g * 0.5f + g * g - g;
+            }};
+  case 9:
+    return {"reshape(x, [m*n, k]) * y (merge)", true, {shape{m, n, k}, shape{k}}, [=](const auto& in) {
+              return lz::reshape(in[0], shape{m * n, k}) * in[1];
+            }};
+  case 10:
+    return {"reshape(x, [m, n, k]) - 1 (split)", true, {shape{m * n, k}}, [=](const auto& in) {
+              return lz::reshape(in[0], shape{m, n, k}) - 1.0f;
             }};
   default:
     return {"sum(x @ w)", false, {shape{m, k}, shape{k, n}}, [](const auto& in) {

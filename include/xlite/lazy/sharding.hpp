@@ -32,9 +32,42 @@ inline void require_spmd(std::string_view what) {
   }
 }
 
-// The value t holds now, whole (waiting for it). Called with the registry's lock held.
-inline runtime::buffer_ptr whole_value(const lazy::detail::tensor_state& t) {
-  return t.shards ? t.shards->assemble() : t.data->wait();
+inline void require_outside_body(std::string_view what) {
+  if (lazy::detail::body_depth() > 0) {
+    throw value_error(xlite::detail::message(what, ": inside a while_loop or cond body, which runs on whole values; ",
+                                             "annotate the loop's operands or results instead"));
+  }
+}
+
+// The value a tensor holds: one buffer, or shards.
+struct held_value {
+  runtime::device_data_ptr data;
+  sharded_data_ptr shards;
+  friend bool operator==(const held_value&, const held_value&) = default;
+};
+
+inline held_value held_by(const lazy::detail::tensor_state& t) { return {t.data, t.shards}; }
+
+// Waits for the value and puts it together.
+inline runtime::buffer_ptr whole_value(const held_value& v) { return v.shards ? v.shards->assemble() : v.data->wait(); }
+
+// Gives the value `state` holds a new layout, `relayout(whole value)`, or, while the tensor
+// is pending, calls annotate() instead. The wait for the value happens outside the
+// registry's lock, so a step still running does not hold up the threads that trace; if the
+// tensor got another value meanwhile, that one is laid out instead.
+template <class Annotate, class Relayout>
+void change_layout(lazy::detail::tensor_state& state, Annotate annotate, Relayout relayout) {
+  for (;;) {
+    held_value before;
+    {
+      std::scoped_lock lock(lazy::detail::registry().mutex);
+      if (state.pending) return annotate();
+      before = held_by(state);
+    }
+    const runtime::buffer_ptr whole = whole_value(before);
+    std::scoped_lock lock(lazy::detail::registry().mutex);
+    if (!state.pending && held_by(state) == before) return relayout(whole);
+  }
 }
 
 } // namespace detail
@@ -42,34 +75,45 @@ inline runtime::buffer_ptr whole_value(const lazy::detail::tensor_state& t) {
 // Lays t out as `spec` says over mesh m (xs.mark_sharding). Returns t.
 inline const lazy::tensor& mark_sharding(const lazy::tensor& t, const mesh& m, const partition_spec& spec) {
   detail::require_spmd("mark_sharding");
+  detail::require_outside_body("mark_sharding");
   const ir::sharding s = to_sharding(m, spec, t.shape());
   auto& state = *t.state();
-  std::scoped_lock lock(lazy::detail::registry().mutex);
-  if (state.pending) {
-    // A second annotation replaces the first.
-    const ir::node_ptr value =
-        state.pending->code() == op::mark_sharding ? state.pending->operands()[0] : state.pending;
-    state.pending = ir::mark_sharding(value, s);
-  } else {
-    state.shards = sharded_data::split(*detail::whole_value(state), s, runtime::global_runtime_device_count());
-    state.data = nullptr;
-    state.data_node = nullptr;
-  }
+  detail::change_layout(
+      state,
+      [&] {
+        // A second annotation replaces the first.
+        const ir::node_ptr value =
+            state.pending->code() == op::mark_sharding ? state.pending->operands()[0] : state.pending;
+        state.pending = ir::mark_sharding(value, s);
+      },
+      [&](const runtime::buffer_ptr& whole) {
+        state.shards = sharded_data::split(*whole, s, runtime::global_runtime_device_count());
+        state.data = nullptr;
+        state.data_node = nullptr;
+      });
   return t;
 }
 
 // Removes t's sharding (xs.clear_sharding): a pending tensor loses its annotation, and a
 // sharded value is put together on one device, where every device reads it whole.
 inline const lazy::tensor& clear_sharding(const lazy::tensor& t) {
+  detail::require_outside_body("clear_sharding");
   auto& state = *t.state();
-  std::scoped_lock lock(lazy::detail::registry().mutex);
-  if (state.pending) {
-    if (state.pending->code() == op::mark_sharding) state.pending = state.pending->operands()[0];
-  } else if (state.shards) {
-    state.data = std::make_shared<runtime::device_data>(state.device, detail::whole_value(state));
-    state.shards = nullptr;
-    state.data_node = nullptr;
+  {
+    std::scoped_lock lock(lazy::detail::registry().mutex);
+    if (!state.pending && !state.shards) return t; // whole already: nothing to wait for
   }
+  detail::change_layout(
+      state,
+      [&] {
+        if (state.pending->code() == op::mark_sharding) state.pending = state.pending->operands()[0];
+      },
+      [&](const runtime::buffer_ptr& whole) {
+        if (!state.shards) return;
+        state.data = std::make_shared<runtime::device_data>(state.device, whole);
+        state.shards = nullptr;
+        state.data_node = nullptr;
+      });
   return t;
 }
 

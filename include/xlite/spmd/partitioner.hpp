@@ -8,7 +8,9 @@
 // - Each value gets a sharding as it is made. A user's mark_sharding always wins.
 //   Element-wise ops (and broadcast_to) take the sharding of the operand that cuts the
 //   result into the most tiles (the first such operand on a tie) and reshard the others to
-//   match. permute moves its operand's tiles with the axes.
+//   match. permute moves its operand's tiles with the axes. reshape keeps a tiled
+//   dimension's tiles where it is the major dimension of the dimensions it merges with or
+//   splits into, and its tiles are even on both sides (GSPMD's rule).
 // - A reduction over tiled axes reduces each shard and leaves a partial value (sum, max,
 //   min or prod) pending; a float mean is a partial sum of each shard's sum divided by the
 //   count. A 2-D matmul whose operands agree on the contracting dimension's
@@ -23,7 +25,7 @@
 //   reduce-scattered, else all-reduced; tiled dimensions are all-gathered (and their padding
 //   sliced off) until the layout matches; a value every device holds whole is cut locally
 //   (local_shard), which moves nothing. Each distinct reshard of a value is made once.
-// - Every other op (reshape, slice, gather, windows, control flow, random, argmax over
+// - Every other op (slice, concat, gather, windows, control flow, random, argmax over
 //   tiled axes, batched matmul, uneven tiles under a reduction) runs on whole values:
 //   its operands are gathered first. That is correct for every op; the ops above are the
 //   ones that stay sharded.
@@ -131,6 +133,33 @@ inline ir::replica_groups groups_along(const ir::sharding& s, std::size_t rank, 
   return groups;
 }
 
+// A reshape maps each run of input dimensions [in_begin, in_end) onto a run of output
+// dimensions [out_begin, out_end) with the same element count: merges, splits and both.
+struct reshape_group {
+  std::size_t in_begin, in_end, out_begin, out_end;
+};
+
+// The runs, smallest first; shapes of equal, non-zero element counts.
+inline std::vector<reshape_group> reshape_groups(const xlite::shape& in, const xlite::shape& out) {
+  std::vector<reshape_group> groups;
+  std::size_t i = 0, j = 0;
+  while (i < in.rank() || j < out.rank()) {
+    reshape_group g{i, i, j, j};
+    std::int64_t in_count = i < in.rank() ? in[i++] : 1, out_count = j < out.rank() ? out[j++] : 1;
+    while (in_count != out_count) {
+      if (in_count < out_count) {
+        in_count *= in[i++];
+      } else {
+        out_count *= out[j++];
+      }
+    }
+    g.in_end = i;
+    g.out_end = j;
+    groups.push_back(g);
+  }
+  return groups;
+}
+
 inline std::vector<std::int64_t> identity_dims(std::size_t rank) {
   std::vector<std::int64_t> kept(rank);
   std::iota(kept.begin(), kept.end(), 0);
@@ -187,6 +216,9 @@ private:
       return {ir::permute(in.local, ins.attrs.ints),
               detail::regroup(in.sharding, rank_of(x[0]), ins.attrs.ints, devices_)};
     }
+    case op::reshape:
+      if (ins.shape.numel() > 0) return reshape(ins);
+      break;
     case op::matmul:
       if (ins.shape.rank() == 2 && rank_of(x[0]) == 2 && rank_of(x[1]) == 2) return matmul(ins);
       break;
@@ -207,6 +239,32 @@ private:
     std::vector<ir::node_ptr> operands;
     for (const ir::value_id v : ins.operands) operands.push_back(reshard(v, ir::sharding::replicated()).local);
     return {ir::make_node(ins.code, ins.type, ins.shape, std::move(operands), ins.attrs), ir::sharding::replicated()};
+  }
+
+  // A reshape on shards: each tiled input dimension that is the major one of its run, with
+  // even tiles on both sides, passes its tiles to the major output dimension of the run;
+  // the other tiled dimensions are gathered first. A partial value stays partial.
+  value reshape(const ir::instruction& ins) {
+    const ir::value_id x = ins.operands[0];
+    const xlite::shape& in = global(x).shape;
+    const std::size_t rank = in.rank();
+    const ir::sharding& given = values_[x].sharding;
+    std::vector<std::int64_t> kept = detail::identity_dims(rank), to_output(ins.shape.rank(), -1);
+    for (const detail::reshape_group& g : detail::reshape_groups(in, ins.shape)) {
+      for (std::size_t a = g.in_begin; a < g.in_end; ++a) {
+        const std::int64_t tiles = given.tile_count(a);
+        if (tiles == 1) continue;
+        if (a == g.in_begin && g.out_begin < g.out_end && in[a] % tiles == 0 && ins.shape[g.out_begin] % tiles == 0) {
+          to_output[g.out_begin] = static_cast<std::int64_t>(a);
+        } else {
+          kept[a] = -1;
+        }
+      }
+    }
+    value operand = kept == detail::identity_dims(rank) ? values_[x] : full_value(x);
+    operand = reshard(x, operand, detail::regroup(operand.sharding, rank, kept, devices_));
+    const ir::sharding result = detail::regroup(operand.sharding, rank, to_output, devices_);
+    return {ir::reshape(operand.local, result.shard_shape(ins.shape)), result};
   }
 
   // Result dimension i of a broadcast from operand `v` takes the operand's dimension kept[i]
