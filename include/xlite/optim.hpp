@@ -5,6 +5,7 @@
 
 #include "xlite/optim/adam.hpp"
 #include "xlite/optim/clip.hpp"
+#include "xlite/optim/fully_sharded.hpp"
 #include "xlite/optim/optimizer.hpp"
 #include "xlite/optim/optimizer_step.hpp"
 #include "xlite/optim/schedule.hpp"

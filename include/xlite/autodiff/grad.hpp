@@ -20,6 +20,8 @@
 
 #include "xlite/autodiff/backprop.hpp"
 #include "xlite/core/error.hpp"
+#include "xlite/ir/sharding.hpp"
+#include "xlite/ir/sharding_ops.hpp"
 #include "xlite/lazy/ops.hpp"
 #include "xlite/lazy/tensor.hpp"
 
@@ -74,6 +76,12 @@ inline std::vector<lazy::tensor> grad(const lazy::tensor& output, std::span<cons
   std::vector<lazy::tensor> gradients;
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     ir::node_ptr g = found[k] ? ir::cast(found[k], inputs[k].type()) : autodiff::detail::zeros_like(targets[k]);
+    // A sharded input's gradient is laid out as the input, as GSPMD lays out a parameter's
+    // gradient: a gradient summed over the batch's devices is reduce-scattered into an FSDP
+    // parameter's tiles, not all-reduced whole.
+    if (targets[k]->code() == op::mark_sharding) {
+      g = ir::mark_sharding(g, ir::sharding::from_ints(targets[k]->attrs().ints));
+    }
     gradients.push_back(lazy::detail::make(inputs[k].device(), std::move(g)));
   }
   return gradients;
