@@ -311,6 +311,51 @@ TEST_CASE("collectives: a member may reuse its input as soon as its call returns
   CHECK(wrong == 0);
 }
 
+TEST_CASE("memory: a buffer counts against the device it is made for, an all_reduce's scratch against none",
+          "[collectives][memory]") {
+  use_eight_devices();
+  using xlite::runtime::allocating_on;
+  using xlite::runtime::memory_info;
+  const auto device = [](std::int64_t d) { return xlite::device("cpu:" + std::to_string(d)); };
+  const std::int64_t used_before = memory_info(device(3)).bytes_used;
+  {
+    const allocating_on on(device(3));
+    const buffer_ptr counted = xlite::runtime::make_buffer(dtype::f32, shape{10, 10});
+    {
+      const auto scratch = allocating_on::nowhere();
+      const buffer_ptr uncounted = xlite::runtime::make_buffer(dtype::f32, shape{1000});
+      CHECK(memory_info(device(3)).bytes_used == used_before + 400);
+    }
+    CHECK(memory_info(device(3)).peak_bytes_used >= used_before + 400);
+  }
+  CHECK(memory_info(device(3)).bytes_used == used_before);
+  xlite::runtime::reset_peak_memory(device(3));
+  CHECK(memory_info(device(3)).peak_bytes_used == used_before);
+
+  // Each member's peak during an all_reduce is its result: the shared scratch is no one's.
+  in_process_collectives collectives;
+  std::vector<buffer_ptr> inputs, results(devices);
+  for (std::int64_t d = 0; d < devices; ++d) {
+    const allocating_on on(device(d));
+    inputs.push_back(xlite::runtime::make_buffer(dtype::f32, shape{256}));
+    std::fill_n(inputs.back()->as<float>(), 256, 1.0f);
+  }
+  std::vector<std::int64_t> before;
+  for (std::int64_t d = 0; d < devices; ++d) {
+    xlite::runtime::reset_peak_memory(device(d));
+    before.push_back(memory_info(device(d)).bytes_used);
+  }
+  require_no_errors(on_every_device([&](std::int64_t d) {
+    const allocating_on on(device(d));
+    results[static_cast<std::size_t>(d)] = collectives.all_reduce(d, inputs[static_cast<std::size_t>(d)], reduce_type::sum);
+  }));
+  for (std::int64_t d = 0; d < devices; ++d) {
+    CHECK(results[static_cast<std::size_t>(d)]->as<float>()[255] == 8.0f);
+    CHECK(memory_info(device(d)).bytes_used == before[static_cast<std::size_t>(d)] + 1024);
+    CHECK(memory_info(device(d)).peak_bytes_used == before[static_cast<std::size_t>(d)] + 1024);
+  }
+}
+
 TEST_CASE("collectives: collective_permute sends along pairs; other devices get zeros", "[collectives]") {
   use_eight_devices();
   in_process_collectives collectives;

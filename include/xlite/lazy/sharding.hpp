@@ -16,6 +16,7 @@
 #include "xlite/lazy/step.hpp"
 #include "xlite/lazy/tensor.hpp"
 #include "xlite/runtime/device.hpp"
+#include "xlite/runtime/memory.hpp"
 #include "xlite/spmd/mesh.hpp"
 #include "xlite/spmd/partition_spec.hpp"
 #include "xlite/spmd/sharded_data.hpp"
@@ -64,7 +65,10 @@ void change_layout(lazy::detail::tensor_state& state, Annotate annotate, Relayou
       if (state.pending) return annotate();
       before = held_by(state);
     }
-    const runtime::buffer_ptr whole = whole_value(before);
+    const runtime::buffer_ptr whole = [&] {
+      const runtime::allocating_on on(state.device); // shards put together take its memory
+      return whole_value(before);
+    }();
     std::scoped_lock lock(lazy::detail::registry().mutex);
     if (!state.pending && held_by(state) == before) return relayout(whole);
   }

@@ -147,7 +147,12 @@ public:
     check_reduction(x->type(), r, scale, "all_reduce");
     const std::int64_t n = x->shape().numel();
     const auto members = static_cast<std::int64_t>(c.inputs().size());
-    const auto reduced = c.m->shared<buffer>([&] { return make_buffer(x->type(), x->shape()); });
+    // The members' shared scratch counts against no device: a device's memory is its result,
+    // as in an in-place ring all-reduce.
+    const auto reduced = c.m->shared<buffer>([&] {
+      const auto scratch = allocating_on::nowhere();
+      return make_buffer(x->type(), x->shape());
+    });
     const std::int64_t begin = n * c.position / members;
     const std::int64_t end = n * (c.position + 1) / members;
     detail::reduce_rows(c.inputs(), begin, *reduced, begin, end - begin, r, scale);

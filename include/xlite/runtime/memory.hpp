@@ -42,12 +42,15 @@ inline std::int64_t& memory_owner() noexcept {
   return ordinal;
 }
 
-inline void count_allocation(std::int64_t ordinal, std::int64_t bytes) noexcept {
-  device_memory& m = memory_of(ordinal);
-  const std::int64_t used = m.used.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+inline void raise_peak(device_memory& m, std::int64_t used) noexcept {
   for (std::int64_t peak = m.peak.load(std::memory_order_relaxed);
        used > peak && !m.peak.compare_exchange_weak(peak, used, std::memory_order_relaxed);) {
   }
+}
+
+inline void count_allocation(std::int64_t ordinal, std::int64_t bytes) noexcept {
+  device_memory& m = memory_of(ordinal);
+  raise_peak(m, m.used.fetch_add(bytes, std::memory_order_relaxed) + bytes);
 }
 
 inline void count_release(std::int64_t ordinal, std::int64_t bytes) noexcept {
@@ -56,16 +59,18 @@ inline void count_release(std::int64_t ordinal, std::int64_t bytes) noexcept {
 
 } // namespace detail
 
-// While it lives, the buffers this thread makes take `d`'s memory.
+// While it lives, the buffers this thread makes take `d`'s memory, or, made by nowhere(),
+// no device's (scratch that belongs to no one device).
 class allocating_on {
 public:
-  explicit allocating_on(const xlite::device& d) noexcept
-      : saved_(std::exchange(detail::memory_owner(), d.ordinal())) {}
+  explicit allocating_on(const xlite::device& d) noexcept : allocating_on(d.ordinal()) {}
+  static allocating_on nowhere() noexcept { return allocating_on(-1); }
   ~allocating_on() { detail::memory_owner() = saved_; }
   allocating_on(const allocating_on&) = delete;
   allocating_on& operator=(const allocating_on&) = delete;
 
 private:
+  explicit allocating_on(std::int64_t ordinal) noexcept : saved_(std::exchange(detail::memory_owner(), ordinal)) {}
   std::int64_t saved_;
 };
 
@@ -78,6 +83,8 @@ inline memory_usage memory_info(const xlite::device& d) {
 inline void reset_peak_memory(const xlite::device& d) {
   detail::device_memory& m = detail::memory_of(d.ordinal());
   m.peak.store(m.used.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  // An allocation between the two loads raised `used` past the stored peak.
+  detail::raise_peak(m, m.used.load(std::memory_order_relaxed));
 }
 
 } // namespace xlite::runtime
