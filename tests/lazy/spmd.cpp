@@ -1,6 +1,7 @@
 // SPMD mode on 8 virtual devices: sharded tensors, the partitioner's per-device programs and
 // their results against the same programs on whole values.
 
+#include <xlite/autodiff.hpp>
 #include <xlite/lazy.hpp>
 
 #include <catch2/catch.hpp>
@@ -51,6 +52,17 @@ std::size_t collectives_in(const xlite::ir::graph& g) {
   return static_cast<std::size_t>(std::ranges::count_if(g.instructions, [](const xlite::ir::instruction& ins) {
     return xlite::info(ins.code).kind == xlite::op_kind::collective && ins.code != xlite::op::local_shard;
   }));
+}
+
+// What each device has sent in collectives while `run` ran, in bytes.
+std::vector<std::int64_t> bytes_sent_during(const std::function<void()>& run) {
+  std::vector<std::int64_t> sent;
+  for (const auto& d : xlite::devices()) sent.push_back(-xlite::runtime::collective_bytes_counter(d).load());
+  run();
+  for (const auto& d : xlite::devices()) {
+    sent[static_cast<std::size_t>(d.ordinal())] += xlite::runtime::collective_bytes_counter(d).load();
+  }
+  return sent;
 }
 
 } // namespace
@@ -191,14 +203,9 @@ TEST_CASE("data parallel: the weight gradient is all-reduced over the batch's de
   const auto program = spmd::device_program({updated});
   CHECK(collectives_in(program) == 1);
   CHECK(count(program, xlite::op::all_reduce) == 1);
-  std::vector<std::int64_t> sent_before;
-  for (const auto& d : xlite::devices()) sent_before.push_back(xlite::runtime::collective_bytes_counter(d).load());
-  const auto got = elements(updated);
+  std::vector<float> got;
   // The ring all-reduce of the 5 x 3 float gradient: each device sends 2 * 7/8 of its 60 bytes.
-  for (const auto& d : xlite::devices()) {
-    CHECK(xlite::runtime::collective_bytes_counter(d).load() - sent_before[static_cast<std::size_t>(d.ordinal())] ==
-          105);
-  }
+  CHECK(bytes_sent_during([&] { got = elements(updated); }) == std::vector<std::int64_t>(8, 105));
   for (std::int64_t i = 0; i < 5; ++i) {
     for (std::int64_t j = 0; j < 3; ++j) {
       double grad = 0;
@@ -260,6 +267,15 @@ TEST_CASE("a partial gradient that several ops use is all-reduced once", "[spmd]
   CHECK(count(program, xlite::op::all_reduce) == 1);
   const auto got = elements(updated);
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(whole[i]).margin(1e-6));
+  // Ops that keep a partial sum partial (transpose, reshape, sum) follow the same rule.
+  const auto four_uses = [](const tensor& x, const tensor& g) {
+    const tensor dw = xlite::lazy::matmul(xlite::lazy::transpose(x), g);
+    return xlite::lazy::sum(xlite::lazy::transpose(dw)) + xlite::lazy::sum(xlite::lazy::reshape(dw, shape{15})) +
+           xlite::lazy::sum(dw) + xlite::lazy::sum(xlite::lazy::relu(dw));
+  };
+  const tensor uses = four_uses(x, g);
+  CHECK(collectives_in(spmd::device_program({uses})) == 1);
+  CHECK(uses.item<float>() == Approx(four_uses(tensor::from(xs), tensor::from(gs)).item<float>()).epsilon(1e-5));
 }
 
 TEST_CASE("a partial sum wanted tiled along a dimension is reduce-scattered", "[spmd]") {
@@ -274,15 +290,10 @@ TEST_CASE("a partial sum wanted tiled along a dimension is reduce-scattered", "[
   const auto program = spmd::device_program({updated});
   CHECK(collectives_in(program) == 1);
   CHECK(count(program, xlite::op::reduce_scatter) == 1);
-  std::vector<std::int64_t> sent_before;
-  for (const auto& d : xlite::devices()) sent_before.push_back(xlite::runtime::collective_bytes_counter(d).load());
-  const auto got = elements(updated);
+  std::vector<float> got;
   // The ring reduce-scatter of the 16 x 3 float gradient: each device sends 7/8 of its 192
   // bytes, half what an all-reduce would.
-  for (const auto& d : xlite::devices()) {
-    CHECK(xlite::runtime::collective_bytes_counter(d).load() - sent_before[static_cast<std::size_t>(d.ordinal())] ==
-          168);
-  }
+  CHECK(bytes_sent_during([&] { got = elements(updated); }) == std::vector<std::int64_t>(8, 168));
   CHECK(*spmd::sharding_of(updated) == *spmd::sharding_of(w));
   for (std::int64_t i = 0; i < 16; ++i) {
     for (std::int64_t j = 0; j < 3; ++j) {
@@ -337,6 +348,16 @@ TEST_CASE("a reshape keeps the tiles of a major dimension and gathers the others
     CHECK(*spmd::sharding_of(y) == spmd::to_sharding(m, {"b", spmd::none}, y.shape()));
     CHECK(elements(y) == elements(host));
   }
+  SECTION("dimensions of size 1 do not take a run's major place") {
+    const auto column = random_host(shape{1, 8, 6}, 26);
+    const tensor x = tensor::from(column);
+    spmd::mark_sharding(x, m, {spmd::none, "b", spmd::none});
+    const tensor y = xlite::lazy::reshape(x, shape{8, 1, 6});
+    CHECK(collectives_in(spmd::device_program({y})) == 0);
+    xlite::mark_step();
+    CHECK(spmd::sharding_of(y)->tile_count(0) == 4);
+    CHECK(elements(y) == elements(column));
+  }
   SECTION("a tiled minor dimension of a merge is gathered") {
     const tensor x = tensor::from(host);
     spmd::mark_sharding(x, m, {"b", "a", spmd::none}); // 3 rows over 2: uneven too
@@ -347,4 +368,92 @@ TEST_CASE("a reshape keeps the tiles of a major dimension and gathers the others
     CHECK(spmd::sharding_of(y)->tile_count(0) == 4);
     CHECK(elements(y) == elements(host));
   }
+}
+
+TEST_CASE("a whole value cannot be made partial, and a partial input's gradient is whole", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {8}, {"d"});
+  const auto host = random_host(shape{16, 3}, 25);
+  const tensor x = tensor::from(host);
+  spmd::mark_sharding(x, m, {"d", spmd::none});
+  const tensor column_sums = xlite::lazy::sum(x, {0});
+  xlite::mark_step();
+  const sharding partial = *spmd::sharding_of(column_sums);
+  REQUIRE(partial.is_partial());
+  // Cutting a whole value into parts that sum to it is no reshard: an error, not 8x the value.
+  const tensor whole = column_sums * column_sums;
+  xlite::mark_step();
+  REQUIRE_FALSE(spmd::sharding_of(whole)->is_partial());
+  const tensor made_partial =
+      xlite::lazy::detail::make(whole.device(), xlite::ir::mark_sharding(whole.node(), partial));
+  REQUIRE_THROWS_WITH(spmd::device_program({made_partial}), Contains("cannot be made partial"));
+  // d/dy sum(y * y) = 2y for a pending partial y: its gradient is whole, not laid out as y.
+  const tensor g = xlite::grad(xlite::lazy::sum(column_sums * column_sums), {column_sums})[0];
+  const auto got = elements(g);
+  for (std::int64_t j = 0; j < 3; ++j) {
+    double total = 0;
+    for (std::int64_t i = 0; i < 16; ++i) total += host(i, j);
+    CHECK(got[static_cast<std::size_t>(j)] == Approx(2 * total).margin(1e-5));
+  }
+}
+
+TEST_CASE("slice and concat keep the tiles of the dimensions they take whole", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {8}, {"d"});
+  const auto host = random_host(shape{16, 6}, 27);
+  const tensor x = tensor::from(host);
+  spmd::mark_sharding(x, m, {"d", spmd::none});
+  const tensor columns = xlite::lazy::slice(x, 1, 1, 5);
+  const tensor joined = xlite::lazy::concat({x, columns}, 1);
+  CHECK(collectives_in(spmd::device_program({joined})) == 0);
+  const tensor rows = xlite::lazy::slice(x, 0, 3, 11); // cuts the tiled dimension: gathered
+  CHECK(count(spmd::device_program({rows}), xlite::op::all_gather) == 1);
+  xlite::mark_step();
+  CHECK(*spmd::sharding_of(joined) == *spmd::sharding_of(x));
+  const auto got = elements(joined), got_rows = elements(rows);
+  for (std::int64_t i = 0; i < 16; ++i) {
+    for (std::int64_t j = 0; j < 10; ++j) {
+      CHECK(got[static_cast<std::size_t>(i * 10 + j)] == (j < 6 ? host(i, j) : host(i, j - 5)));
+    }
+  }
+  for (std::int64_t i = 3; i < 11; ++i) {
+    for (std::int64_t j = 0; j < 6; ++j) CHECK(got_rows[static_cast<std::size_t>((i - 3) * 6 + j)] == host(i, j));
+  }
+}
+
+TEST_CASE("a batched matmul multiplies the shards of a sharded batch or contracting dimension", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {2, 4}, {"batch", "model"});
+  const auto xs = random_host(shape{4, 3, 8}, 28), ws = random_host(shape{4, 8, 5}, 29);
+  const auto whole = elements(xlite::lazy::matmul(tensor::from(xs), tensor::from(ws)));
+  const tensor x = tensor::from(xs), w = tensor::from(ws);
+  spmd::mark_sharding(x, m, {"batch", spmd::none, "model"});
+  spmd::mark_sharding(w, m, {"batch", "model", spmd::none});
+  const tensor y = xlite::lazy::matmul(x, w);
+  CHECK(collectives_in(spmd::device_program({y})) == 0);
+  xlite::mark_step();
+  const sharding s = *spmd::sharding_of(y);
+  CHECK(s.tile_count(0) == 2);
+  CHECK(s.is_partial()); // summed over the contracting dimension's 4 tiles
+  const auto got = elements(y);
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(whole[i]).margin(1e-5));
+}
+
+TEST_CASE("tiles that move to another dimension are exchanged all-to-all, not gathered", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {8}, {"d"});
+  const auto host = random_host(shape{16, 8}, 30);
+  const tensor x = tensor::from(host);
+  spmd::mark_sharding(x, m, {"d", spmd::none});
+  const tensor y = x * 2.0f;
+  spmd::mark_sharding(y, m, {spmd::none, "d"});
+  const auto program = spmd::device_program({y});
+  CHECK(collectives_in(program) == 1);
+  CHECK(count(program, xlite::op::all_to_all) == 1);
+  std::vector<float> got;
+  // Each device sends 7 of the 8 pieces of its 2 x 8 tile: 56 bytes, where an all-gather
+  // would send 448.
+  CHECK(bytes_sent_during([&] { got = elements(y); }) == std::vector<std::int64_t>(8, 56));
+  CHECK(*spmd::sharding_of(y) == spmd::to_sharding(m, {spmd::none, "d"}, y.shape()));
+  for (std::int64_t i = 0; i < host.size(); ++i) CHECK(got[static_cast<std::size_t>(i)] == host.data()[i] * 2.0f);
 }

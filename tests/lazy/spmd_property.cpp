@@ -1,8 +1,8 @@
-// The SPMD property test: random programs (element-wise, matmul chains, reductions,
-// transposes, reshapes) over random shapes, uneven ones included, with random partition
+// The SPMD property test: random programs (element-wise, matmul chains, batched matmuls,
+// reductions, transposes, reshapes, slices, concats) over random shapes, uneven ones included, with random partition
 // specs on the meshes of the issue (1x8, 8x1, 2x4, 4x2, 2x2x2, hybrid), half of them with
 // a random sharding asked of the result too (so partial results are reduce-scattered,
-// all-reduced or gathered to fit it): the sharded run
+// all-reduced, moved by all_to_all or gathered to fit it): the sharded run
 // equals the run on whole values, bitwise for programs of correctly rounded ops in an
 // unchanged order, and within a tolerance (float sums of up to a few dozen terms, or a
 // transcendental function's last bit: 1e-5 relative, 1e-6 absolute) otherwise.
@@ -87,7 +87,7 @@ struct program {
 program random_program(std::mt19937& gen) {
   const auto size = [&] { return std::uniform_int_distribution<std::int64_t>(1, 13)(gen); };
   const std::int64_t m = size(), n = size(), k = size(), h = size();
-  switch (std::uniform_int_distribution<int>(0, 10)(gen)) {
+  switch (std::uniform_int_distribution<int>(0, 13)(gen)) {
   case 0:
     return {"relu(x * y + b) - abs(x) / (y * y + 1)", true, {shape{m, n}, shape{m, n}, shape{n}}, [](const auto& in) {
               return lz::relu(in[0] * in[1] + in[2]) - lz::abs(in[0]) / (in[1] * in[1] + 1.0f);
@@ -138,6 +138,25 @@ program random_program(std::mt19937& gen) {
     return {"reshape(x, [m, n, k]) - 1 (split)", true, {shape{m * n, k}}, [=](const auto& in) {
               return lz::reshape(in[0], shape{m, n, k}) - 1.0f;
             }};
+  case 11: {
+    const std::int64_t axis = std::uniform_int_distribution<std::int64_t>(0, 1)(gen);
+    return {"concat([x, y], " + std::to_string(axis) + ") * 2",
+            true,
+            {shape{m, n}, axis == 0 ? shape{k, n} : shape{m, k}},
+            [=](const auto& in) { return lz::concat({in[0], in[1]}, axis) * 2.0f; }};
+  }
+  case 12: {
+    const std::int64_t start = std::uniform_int_distribution<std::int64_t>(0, m - 1)(gen);
+    const std::int64_t step = std::uniform_int_distribution<std::int64_t>(1, 2)(gen);
+    return {"x[" + std::to_string(start) + ":" + std::to_string(m) + ":" + std::to_string(step) + ", :] - y",
+            true,
+            {shape{m, n}, shape{n}},
+            [=](const auto& in) { return lz::slice(in[0], 0, start, m, step) - in[1]; }};
+  }
+  case 13:
+    return {"x @ y (batched) * 2", false, {shape{h, m, k}, shape{h, k, n}}, [](const auto& in) {
+              return lz::matmul(in[0], in[1]) * 2.0f;
+            }};
   default:
     return {"sum(x @ w)", false, {shape{m, k}, shape{k, n}}, [](const auto& in) {
               return lz::sum(lz::matmul(in[0], in[1]));
@@ -152,7 +171,7 @@ TEST_CASE("random programs on random shardings of every mesh equal the program o
   xlite::runtime::use_spmd();
   std::mt19937 gen(20261124);
   for (const named_mesh& mesh : meshes()) {
-    for (int trial = 0; trial < 12; ++trial) {
+    for (int trial = 0; trial < 14; ++trial) {
       const program p = random_program(gen);
       std::vector<xlite::tensor<float>> hosts;
       for (const shape& s : p.inputs) hosts.push_back(random_host(s, gen));

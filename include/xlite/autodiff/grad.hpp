@@ -78,9 +78,11 @@ inline std::vector<lazy::tensor> grad(const lazy::tensor& output, std::span<cons
     ir::node_ptr g = found[k] ? ir::cast(found[k], inputs[k].type()) : autodiff::detail::zeros_like(targets[k]);
     // A sharded input's gradient is laid out as the input, as GSPMD lays out a parameter's
     // gradient: a gradient summed over the batch's devices is reduce-scattered into an FSDP
-    // parameter's tiles, not all-reduced whole.
+    // parameter's tiles, not all-reduced whole. An input that is a pending partial value
+    // is left alone: its gradient is a whole value, which cannot be made partial.
     if (targets[k]->code() == op::mark_sharding) {
-      g = ir::mark_sharding(g, ir::sharding::from_ints(targets[k]->attrs().ints));
+      const ir::sharding input_sharding = ir::sharding::from_ints(targets[k]->attrs().ints);
+      if (!input_sharding.is_partial()) g = ir::mark_sharding(g, input_sharding);
     }
     gradients.push_back(lazy::detail::make(inputs[k].device(), std::move(g)));
   }

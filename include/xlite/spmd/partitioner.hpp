@@ -12,21 +12,25 @@
 //   dimension's tiles where it is the major dimension of the dimensions it merges with or
 //   splits into, and its tiles are even on both sides (GSPMD's rule).
 // - A reduction over tiled axes reduces each shard and leaves a partial value (sum, max,
-//   min or prod) pending; a float mean is a partial sum of each shard's sum divided by the
-//   count. A 2-D matmul whose operands agree on the contracting dimension's
+//   min or prod) pending; an f32 or f64 mean is a partial sum of each shard's sum divided
+//   by the count. A matmul whose operands agree on the batch and contracting dimensions'
 //   tiles multiplies shards and leaves a partial sum over them; when they do not agree, the
 //   operand that is cheaper to move (in bytes) is resharded to fit the other.
-// - A partial value is combined (all_reduce) only where a consumer needs the full value:
-//   add, sub, neg and sum keep partial sums partial, mul and div by a value every device
-//   holds whole too, so chains like sum(matmul(x, w)) reduce once. They do so only for a
-//   partial value with no other user: one that others need whole is combined once, first.
+// - A partial value is combined (all-reduced or reduce-scattered) only where a consumer needs
+//   the full value: add, sub, neg, sum, permute and reshape keep partial sums partial, mul
+//   and div by a value every device holds whole too, so chains like sum(matmul(x, w)) reduce
+//   once. They do so only for a partial value with no other user: one that others need whole
+//   is combined once, first.
 //   Outputs may stay partial.
+// - slice keeps the tiles of the dimensions it takes whole; concat takes its operands'
+//   layout with the most tiles, the concatenated dimension whole.
 // - Resharding: a partial value whose parts can become the tiles of one dimension is
-//   reduce-scattered, else all-reduced; tiled dimensions are all-gathered (and their padding
+//   reduce-scattered, else all-reduced; tiles that move to another, untiled dimension are
+//   exchanged with an all_to_all; tiled dimensions are all-gathered (and their padding
 //   sliced off) until the layout matches; a value every device holds whole is cut locally
 //   (local_shard), which moves nothing. Each distinct reshard of a value is made once.
-// - Every other op (slice, concat, gather, windows, control flow, random, argmax over
-//   tiled axes, batched matmul, uneven tiles under a reduction) runs on whole values:
+// - Every other op (gather, windows, control flow, random, argmax over tiled axes, a
+//   matmul that broadcasts a batch, uneven tiles under a reduction) runs on whole values:
 //   its operands are gathered first. That is correct for every op; the ops above are the
 //   ones that stay sharded.
 //
@@ -36,6 +40,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -139,7 +144,7 @@ struct reshape_group {
   std::size_t in_begin, in_end, out_begin, out_end;
 };
 
-// The runs, smallest first; shapes of equal, non-zero element counts.
+// The minimal runs, in order; shapes of equal, non-zero element counts.
 inline std::vector<reshape_group> reshape_groups(const xlite::shape& in, const xlite::shape& out) {
   std::vector<reshape_group> groups;
   std::size_t i = 0, j = 0;
@@ -212,15 +217,19 @@ private:
     case op::mark_sharding:
       return reshard(x[0], ir::sharding::from_ints(ins.attrs.ints));
     case op::permute: {
-      const value& in = values_[x[0]]; // a permuted partial value stays partial
+      const value in = linear_operand(x[0]);
       return {ir::permute(in.local, ins.attrs.ints),
               detail::regroup(in.sharding, rank_of(x[0]), ins.attrs.ints, devices_)};
     }
     case op::reshape:
       if (ins.shape.numel() > 0) return reshape(ins);
       break;
+    case op::slice:
+      return slice(ins);
+    case op::concat:
+      return concat(ins);
     case op::matmul:
-      if (ins.shape.rank() == 2 && rank_of(x[0]) == 2 && rank_of(x[1]) == 2) return matmul(ins);
+      if (same_batch(ins)) return matmul(ins);
       break;
     default:
       if (info(ins.code).kind == op_kind::elementwise || ins.code == op::broadcast_to) return elementwise(ins);
@@ -250,21 +259,73 @@ private:
     const std::size_t rank = in.rank();
     const ir::sharding& given = values_[x].sharding;
     std::vector<std::int64_t> kept = detail::identity_dims(rank), to_output(ins.shape.rank(), -1);
+    // A run's major dimension is its first one of size above 1.
+    const auto major = [](const xlite::shape& s, std::size_t begin, std::size_t end) {
+      while (begin + 1 < end && s[begin] == 1) ++begin;
+      return begin;
+    };
     for (const detail::reshape_group& g : detail::reshape_groups(in, ins.shape)) {
+      const std::size_t major_out = major(ins.shape, g.out_begin, g.out_end);
       for (std::size_t a = g.in_begin; a < g.in_end; ++a) {
         const std::int64_t tiles = given.tile_count(a);
         if (tiles == 1) continue;
-        if (a == g.in_begin && g.out_begin < g.out_end && in[a] % tiles == 0 && ins.shape[g.out_begin] % tiles == 0) {
-          to_output[g.out_begin] = static_cast<std::int64_t>(a);
+        if (a == major(in, g.in_begin, g.in_end) && major_out < g.out_end && in[a] % tiles == 0 &&
+            ins.shape[major_out] % tiles == 0) {
+          to_output[major_out] = static_cast<std::int64_t>(a);
         } else {
           kept[a] = -1;
         }
       }
     }
-    value operand = kept == detail::identity_dims(rank) ? values_[x] : full_value(x);
+    value operand = kept == detail::identity_dims(rank) ? linear_operand(x) : full_value(x);
     operand = reshard(x, operand, detail::regroup(operand.sharding, rank, kept, devices_));
     const ir::sharding result = detail::regroup(operand.sharding, rank, to_output, devices_);
     return {ir::reshape(operand.local, result.shard_shape(ins.shape)), result};
+  }
+
+  // A slice on shards: a tiled dimension it takes whole keeps its tiles; the other tiled
+  // dimensions are gathered first.
+  value slice(const ir::instruction& ins) {
+    const ir::value_id x = ins.operands[0];
+    const xlite::shape& in = global(x).shape;
+    const std::size_t rank = in.rank();
+    const auto whole_axis = [&](std::size_t a) {
+      const std::int64_t* range = &ins.attrs.ints[3 * a]; // start, stop, step
+      return range[0] == 0 && range[1] == in[a] && range[2] == 1;
+    };
+    std::vector<std::int64_t> kept = detail::identity_dims(rank);
+    for (std::size_t a = 0; a < rank; ++a) {
+      if (!whole_axis(a) && values_[x].sharding.tile_count(a) > 1) kept[a] = -1;
+    }
+    value operand = kept == detail::identity_dims(rank) ? linear_operand(x) : full_value(x);
+    operand = reshard(x, operand, detail::regroup(operand.sharding, rank, kept, devices_));
+    std::vector<ir::slice_range> ranges;
+    for (std::size_t a = 0; a < rank; ++a) {
+      const std::int64_t* range = &ins.attrs.ints[3 * a];
+      ranges.push_back(whole_axis(a) ? ir::slice_range{0, operand.local->shape()[a], 1}
+                                     : ir::slice_range{range[0], range[1], range[2]});
+    }
+    return {ir::slice(operand.local, ranges), operand.sharding};
+  }
+
+  // A concat on shards: its operands take the layout with the most tiles among theirs,
+  // the concatenated dimension whole.
+  value concat(const ir::instruction& ins) {
+    const std::size_t rank = ins.shape.rank();
+    std::vector<std::int64_t> kept = detail::identity_dims(rank);
+    kept[static_cast<std::size_t>(ins.attrs.ints[0])] = -1;
+    std::vector<value> operands;
+    ir::sharding chosen = ir::sharding::replicated();
+    for (const ir::value_id v : ins.operands) {
+      operands.push_back(full_value(v));
+      const ir::sharding s = detail::regroup(operands.back().sharding, rank, kept, devices_);
+      if (detail::tile_product(s, rank) > detail::tile_product(chosen, rank)) chosen = s;
+    }
+    std::vector<ir::node_ptr> locals;
+    for (std::size_t k = 0; k < operands.size(); ++k) {
+      locals.push_back(reshard(ins.operands[k], operands[k], chosen).local);
+    }
+    return {rebuild(ins, std::move(locals), chosen.shard_shape(ins.shape)), chosen};
   }
 
   // Result dimension i of a broadcast from operand `v` takes the operand's dimension kept[i]
@@ -350,9 +411,9 @@ private:
     const bool reduces_tiles = std::ranges::any_of(ins.attrs.ints, [&](std::int64_t a) {
       return values_[x].sharding.tile_count(static_cast<std::size_t>(a)) > 1;
     });
-    if (ins.code != op::mean || !reduces_tiles || !is_floating_point(ins.type) || in.numel() == 0) {
-      return reduce_shards(ins, ins.code);
-    }
+    // A 16-bit float sum of a shard would round (or overflow) where the whole mean does not.
+    const bool wide_float = ins.type == dtype::f32 || ins.type == dtype::f64;
+    if (ins.code != op::mean || !reduces_tiles || !wide_float || in.numel() == 0) return reduce_shards(ins, ins.code);
     // The mean over tiles: each device's sum divided by the count, a partial sum.
     const value total = reduce_shards(ins, op::sum);
     const auto count = static_cast<double>(in.numel() / ins.shape.numel());
@@ -376,7 +437,7 @@ private:
     // A sum of partial sums is a partial sum; other reductions need the full value.
     const bool stays_partial =
         code == op::sum && values_[x].sharding.partial_reduction() == op::sum && kept == detail::identity_dims(rank);
-    value operand = stays_partial ? values_[x] : full_value(x);
+    value operand = stays_partial ? linear_operand(x) : full_value(x);
     operand = reshard(x, operand, detail::regroup(operand.sharding, rank, kept, devices_));
     // The result keeps the other axes' tiles; the reduced axes' tiles become partial values.
     std::vector<std::int64_t> result_dims;
@@ -389,25 +450,38 @@ private:
     return {ir::reduce(code, operand.local, axes, ins.attrs.flag), result};
   }
 
+  // Whether a matmul's operands have the same batch dimensions (none, for 2-D ones); a
+  // matmul that broadcasts a batch runs on whole values.
+  bool same_batch(const ir::instruction& ins) const {
+    const xlite::shape &a = global(ins.operands[0]).shape, &b = global(ins.operands[1]).shape;
+    if (a.rank() != b.rank()) return false;
+    for (std::size_t i = 0; i + 2 < a.rank(); ++i) {
+      if (a[i] != b[i]) return false;
+    }
+    return true;
+  }
+
   value matmul(const ir::instruction& ins) {
     const ir::value_id a = ins.operands[0], b = ins.operands[1];
+    const std::size_t rank = ins.shape.rank(), row = rank - 2, column = rank - 1;
     const bool ta = ins.attrs.ints[0] != 0, tb = ins.attrs.ints[1] != 0;
-    const operand_axes axes{ta ? 1u : 0u, ta ? 0u : 1u, tb ? 1u : 0u, tb ? 0u : 1u};
+    const operand_axes axes{ta ? column : row, ta ? row : column, tb ? column : row, tb ? row : column};
     value va = contraction_operand(a, axes.a_k), vb = contraction_operand(b, axes.b_k);
-    if (auto together = combine(va.sharding, vb.sharding, axes)) return product(ins, va, vb, *together);
-    // Reshard the operand that is cheaper to move to fit the other's tiles.
-    const std::vector<std::int64_t> b_from_a{axes.b_k == 0 ? static_cast<std::int64_t>(axes.a_k) : -1,
-                                             axes.b_k == 1 ? static_cast<std::int64_t>(axes.a_k) : -1};
-    const std::vector<std::int64_t> a_from_b{axes.a_k == 0 ? static_cast<std::int64_t>(axes.b_k) : -1,
-                                             axes.a_k == 1 ? static_cast<std::int64_t>(axes.b_k) : -1};
-    const ir::sharding b_wanted = detail::regroup(va.sharding, 2, b_from_a, devices_);
-    const ir::sharding a_wanted = detail::regroup(vb.sharding, 2, a_from_b, devices_);
+    if (auto together = combine(va.sharding, vb.sharding, axes, rank)) return product(ins, va, vb, *together);
+    // Reshard the operand that is cheaper to move to the other's batch and contracting tiles.
+    std::vector<std::int64_t> b_from_a = detail::identity_dims(rank), a_from_b = detail::identity_dims(rank);
+    b_from_a[axes.b_k] = static_cast<std::int64_t>(axes.a_k);
+    b_from_a[axes.b_n] = -1;
+    a_from_b[axes.a_k] = static_cast<std::int64_t>(axes.b_k);
+    a_from_b[axes.a_m] = -1;
+    const ir::sharding b_wanted = detail::regroup(va.sharding, rank, b_from_a, devices_);
+    const ir::sharding a_wanted = detail::regroup(vb.sharding, rank, a_from_b, devices_);
     if (reshard_bytes(vb, b, b_wanted) <= reshard_bytes(va, a, a_wanted)) {
       vb = reshard(b, vb, b_wanted);
     } else {
       va = reshard(a, va, a_wanted);
     }
-    return product(ins, va, vb, *combine(va.sharding, vb.sharding, axes));
+    return product(ins, va, vb, *combine(va.sharding, vb.sharding, axes, rank));
   }
 
   struct operand_axes {
@@ -420,39 +494,60 @@ private:
     value operand = full_value(v);
     const std::int64_t tiles = operand.sharding.tile_count(k);
     if (tiles > 1 && global(v).shape[k] % tiles != 0) {
-      std::vector<std::int64_t> kept{0, 1};
+      std::vector<std::int64_t> kept = detail::identity_dims(rank_of(v));
       kept[k] = -1;
-      operand = reshard(v, operand, detail::regroup(operand.sharding, 2, kept, devices_));
+      operand = reshard(v, operand, detail::regroup(operand.sharding, rank_of(v), kept, devices_));
     }
     return operand;
   }
 
-  // The product's sharding when each device multiplies its own tiles: (m tile, n tile) with
-  // a partial sum over the k tiles. Nullopt unless every device holds the same k tile of a
-  // and of b, and the devices spread evenly over the result's tiles.
-  std::optional<ir::sharding> combine(const ir::sharding& sa, const ir::sharding& sb, const operand_axes& axes) const {
+  // The product's sharding when each device multiplies its own tiles: (batch tiles, m tile,
+  // n tile) with a partial sum over the k tiles. Nullopt unless every device holds the same
+  // batch and k tiles of a and of b, and the devices spread evenly over the result's tiles.
+  std::optional<ir::sharding> combine(const ir::sharding& sa, const ir::sharding& sb, const operand_axes& axes,
+                                      std::size_t rank) const {
+    const std::size_t batch = rank - 2;
+    std::vector<std::int64_t> dims; // the product's tiles: batch dimensions, m, n, k
+    for (std::size_t i = 0; i < batch; ++i) {
+      if (sa.tile_count(i) != sb.tile_count(i)) return std::nullopt;
+      dims.push_back(sa.tile_count(i));
+    }
     const std::int64_t tm = sa.tile_count(axes.a_m), tn = sb.tile_count(axes.b_n), tk = sa.tile_count(axes.a_k);
-    if (sb.tile_count(axes.b_k) != tk || devices_ % (tm * tn * tk) != 0) return std::nullopt;
-    const std::int64_t per_tile = devices_ / (tm * tn * tk);
-    std::vector<std::vector<std::int64_t>> buckets(static_cast<std::size_t>(tm * tn * tk));
+    if (sb.tile_count(axes.b_k) != tk) return std::nullopt;
+    dims.insert(dims.end(), {tm, tn, tk});
+    const std::int64_t tiles = std::reduce(dims.begin(), dims.end(), std::int64_t{1}, std::multiplies<>());
+    if (devices_ % tiles != 0) return std::nullopt;
+    const std::int64_t per_tile = devices_ / tiles;
+    std::vector<std::vector<std::int64_t>> buckets(static_cast<std::size_t>(tiles));
     for (std::int64_t d = 0; d < devices_; ++d) {
-      const auto pa = sa.placement_of(d, 2), pb = sb.placement_of(d, 2);
+      const auto pa = sa.placement_of(d, rank), pb = sb.placement_of(d, rank);
       if (!pa || !pb || pa->tile[axes.a_k] != pb->tile[axes.b_k]) return std::nullopt;
-      const auto at = (pa->tile[axes.a_m] * tn + pb->tile[axes.b_n]) * tk + pa->tile[axes.a_k];
+      std::int64_t at = 0;
+      for (std::size_t i = 0; i < batch; ++i) {
+        if (pa->tile[i] != pb->tile[i]) return std::nullopt;
+        at = at * dims[i] + pa->tile[i];
+      }
+      at = ((at * tm + pa->tile[axes.a_m]) * tn + pb->tile[axes.b_n]) * tk + pa->tile[axes.a_k];
       auto& bucket = buckets[static_cast<std::size_t>(at)];
       if (static_cast<std::int64_t>(bucket.size()) == per_tile) return std::nullopt;
       bucket.push_back(d);
     }
     std::vector<std::int64_t> ids;
     for (const auto& bucket : buckets) ids.insert(ids.end(), bucket.begin(), bucket.end());
-    return ir::sharding::from_full_tiles(ir::device_array({tm, tn, tk, per_tile}, std::move(ids)));
+    dims.push_back(per_tile);
+    return ir::sharding::from_full_tiles(ir::device_array(std::move(dims), std::move(ids)));
   }
 
   value product(const ir::instruction& ins, const value& a, const value& b, const ir::sharding& result) {
     return {ir::matmul(a.local, b.local, ins.attrs.ints[0] != 0, ins.attrs.ints[1] != 0), result};
   }
 
-  // The value of v, all-reduced if it is partial.
+  // v for an op that keeps a partial operand partial (permute, reshape, sum): as it is, unless
+  // it is partial and another op uses it too. That op needs it whole, so combining it once,
+  // first, saves combining this op's result as well.
+  value linear_operand(ir::value_id v) { return users_[v] == 1 ? values_[v] : full_value(v); }
+
+  // The value of v, combined if it is partial.
   value full_value(ir::value_id v) {
     const value& in = values_[v];
     if (!in.sharding.is_partial()) return in;
@@ -465,6 +560,11 @@ private:
   // value is made once: the optimizer's several uses of one gradient combine it once.
   value reshard(ir::value_id v, const value& from, const ir::sharding& wanted) {
     if (detail::same_layout(from.sharding, wanted, rank_of(v), devices_)) return {from.local, wanted};
+    if (wanted.is_partial()) { // no collective splits a value into parts that sum to it
+      throw value_error(xlite::detail::message("mark_sharding: a value laid out as ", from.sharding,
+                                               " cannot be made partial (", wanted,
+                                               "); only a pending partial value can keep that sharding"));
+    }
     auto key = std::tuple{v, from.sharding.to_ints(), wanted.to_ints()};
     if (const auto made = reshards_.find(key); made != reshards_.end()) return made->second;
     value moved = from.sharding.is_partial() ? combine_partial(v, from, wanted) : gather_and_cut(v, from, wanted);
@@ -474,11 +574,6 @@ private:
 
   value combine_partial(ir::value_id v, const value& from, const ir::sharding& wanted) {
     const std::size_t rank = rank_of(v);
-    if (wanted.is_partial()) {
-      throw value_error(xlite::detail::message("mark_sharding: a value laid out as ", from.sharding,
-                                               " cannot be made partial (", wanted,
-                                               "); only a pending partial value can keep that sharding"));
-    }
     const ir::replica_groups parts = detail::groups_along(from.sharding, rank, rank, devices_);
     const ir::reduce_type combine = ir::reduce_type_of(from.sharding.partial_reduction());
     for (std::size_t axis = 0; axis < rank; ++axis) {
@@ -508,9 +603,11 @@ private:
     return ir::sharding::from_full_tiles(full.transpose(order).reshape(std::move(dims)));
   }
 
-  // A whole (not partial) `from` laid out as `wanted`: the tiled dimensions gathered that
-  // must be, then the rest cut locally.
+  // A whole (not partial) `from` laid out as `wanted`: its tiles moved to another dimension
+  // if that is all it takes, else the tiled dimensions gathered that must be, then the rest
+  // cut locally.
   value gather_and_cut(ir::value_id v, value from, const ir::sharding& wanted) {
+    if (auto moved = move_tiles(v, from, wanted)) return *moved;
     const xlite::shape& global_shape = global(v).shape;
     const std::size_t rank = global_shape.rank();
     const auto done = [&] { return detail::same_layout(from.sharding, wanted, rank, devices_); };
@@ -532,6 +629,30 @@ private:
     }
     if (done()) return {from.local, wanted};
     return {ir::local_shard(from.local, wanted), wanted}; // `from` is whole on every device now
+  }
+
+  // `from` wanted with the tiles of one dimension along another, untiled one: an all_to_all,
+  // in which each device sends a piece of its tile to each other member of its group, moves
+  // 1/t of what gathering would. Nullopt when the layouts differ otherwise.
+  std::optional<value> move_tiles(ir::value_id v, const value& from, const ir::sharding& wanted) {
+    const xlite::shape& global_shape = global(v).shape;
+    const std::size_t rank = global_shape.rank();
+    for (std::size_t i = 0; i < rank; ++i) {
+      const std::int64_t tiles = from.sharding.tile_count(i);
+      if (tiles == 1 || global_shape[i] % tiles != 0) continue;
+      for (std::size_t j = 0; j < rank; ++j) {
+        if (from.sharding.tile_count(j) != 1 || global_shape[j] % tiles != 0) continue;
+        std::vector<std::int64_t> swapped = detail::identity_dims(rank);
+        std::swap(swapped[i], swapped[j]);
+        if (!detail::same_layout(detail::regroup(from.sharding, rank, swapped, devices_), wanted, rank, devices_)) {
+          continue;
+        }
+        return value{ir::all_to_all(from.local, static_cast<std::int64_t>(j), static_cast<std::int64_t>(i), tiles,
+                                    detail::groups_along(from.sharding, rank, i, devices_), next_site()),
+                     wanted};
+      }
+    }
+    return std::nullopt;
   }
 
   ir::sharding partial_combined(const ir::sharding& s, std::size_t rank) const {
