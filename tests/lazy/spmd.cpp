@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -456,4 +457,43 @@ TEST_CASE("tiles that move to another dimension are exchanged all-to-all, not ga
   CHECK(bytes_sent_during([&] { got = elements(y); }) == std::vector<std::int64_t>(8, 56));
   CHECK(*spmd::sharding_of(y) == spmd::to_sharding(m, {spmd::none, "d"}, y.shape()));
   for (std::int64_t i = 0; i < host.size(); ++i) CHECK(got[static_cast<std::size_t>(i)] == host.data()[i] * 2.0f);
+}
+
+TEST_CASE("an annotation is carried back: ops on whole operands compute only their tile", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {8}, {"d"});
+  const auto xs = random_host(shape{16, 4}, 31), bs = random_host(shape{4}, 32);
+  const tensor x = tensor::from(xs), b = tensor::from(bs); // whole on every device
+  const tensor y = xlite::lazy::transpose(xlite::lazy::exp(x * 2.0f + b));
+  spmd::mark_sharding(y, m, {spmd::none, "d"});
+  const auto program = spmd::device_program({y});
+  CHECK(collectives_in(program) == 0);
+  // exp runs on the 2 x 4 tile of x cut locally, not on all of it.
+  const auto exp =
+      std::ranges::find_if(program.instructions, [](const auto& ins) { return ins.code == xlite::op::exp; });
+  REQUIRE(exp != program.instructions.end());
+  CHECK(exp->shape == shape{2, 4});
+  const auto got = elements(y);
+  for (std::int64_t i = 0; i < 16; ++i) {
+    for (std::int64_t j = 0; j < 4; ++j) {
+      CHECK(got[static_cast<std::size_t>(j * 16 + i)] == Approx(std::exp(xs(i, j) * 2.0f + bs(j))).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("the same tiles wanted on other devices are sent there, not gathered", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {2, 4}, {"a", "b"});
+  const auto host = random_host(shape{16, 3}, 33);
+  const tensor x = tensor::from(host);
+  spmd::mark_sharding(x, m, {spmd::dim_spec{"a", "b"}, spmd::none});
+  const tensor y = x - 1.0f;
+  spmd::mark_sharding(y, m, {spmd::dim_spec{"b", "a"}, spmd::none}); // the 8 row tiles in another device order
+  const auto program = spmd::device_program({y});
+  CHECK(collectives_in(program) == 1);
+  CHECK(count(program, xlite::op::collective_permute) == 1);
+  std::vector<float> got;
+  // Devices 0 and 7 keep their tile; each other device sends its 2 x 3 tile once.
+  CHECK(bytes_sent_during([&] { got = elements(y); }) == std::vector<std::int64_t>{0, 24, 24, 24, 24, 24, 24, 0});
+  for (std::int64_t i = 0; i < host.size(); ++i) CHECK(got[static_cast<std::size_t>(i)] == host.data()[i] - 1.0f);
 }

@@ -232,8 +232,11 @@ inline std::vector<node_ptr> layout_vjp(const ir::node& y, const node_ptr& g) {
   case op::scatter_add: return {ir::gather(g, ints[0], x[1]), nullptr};
   case op::index_add: return {ir::index_select(g, ints[0], x[1]), nullptr};
   // The gradient of an annotated value is laid out as the value is (FSDP's sharded gradients).
-  case op::mark_sharding:
-    return {ir::mark_sharding(g, ir::sharding::from_ints(ints))};
+  // (A partial value's gradient is whole: it cannot be made partial.)
+  case op::mark_sharding: {
+    const ir::sharding s = ir::sharding::from_ints(ints);
+    return {s.is_partial() ? g : ir::mark_sharding(g, s)};
+  }
   default: throw value_error(xlite::detail::message("grad: no gradient rule for ", name(y.code())));
   }
 }

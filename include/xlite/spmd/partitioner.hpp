@@ -5,7 +5,9 @@
 // its shards, with the collectives that program needs. It is GSPMD's idea, done in one
 // forward pass over the instructions:
 //
-// - Each value gets a sharding as it is made. A user's mark_sharding always wins.
+// - Each value gets a sharding as it is made. A user's mark_sharding always wins, and is
+//   carried back to the element-wise ops that lead to it, so that a value computed from
+//   whole operands is computed on tiles rather than whole and cut afterwards.
 //   Element-wise ops (and broadcast_to) take the sharding of the operand that cuts the
 //   result into the most tiles (the first such operand on a tie) and reshard the others to
 //   match. permute moves its operand's tiles with the axes. reshape keeps a tiled
@@ -25,7 +27,8 @@
 // - slice keeps the tiles of the dimensions it takes whole; concat takes its operands'
 //   layout with the most tiles, the concatenated dimension whole.
 // - Resharding: a partial value whose parts can become the tiles of one dimension is
-//   reduce-scattered, else all-reduced; tiles that move to another, untiled dimension are
+//   reduce-scattered, else all-reduced; the same tiles wanted on other devices are sent
+//   there (collective_permute); tiles that move to another, untiled dimension are
 //   exchanged with an all_to_all; tiled dimensions are all-gathered (and their padding
 //   sliced off) until the layout matches; a value every device holds whole is cut locally
 //   (local_shard), which moves nothing. Each distinct reshard of a value is made once.
@@ -182,6 +185,7 @@ public:
       for (const ir::value_id v : ins.operands) ++users_[v];
     }
     for (const ir::value_id v : g.outputs) ++users_[v];
+    propagate_back();
   }
 
   partitioned_program run() {
@@ -351,6 +355,34 @@ private:
     return detail::regroup(result_sharding, result.rank(), kept, devices_);
   }
 
+  // Backward propagation, the part of it that pays in a forward partitioner: the sharding a
+  // later mark_sharding asks of each value, carried back through element-wise ops,
+  // broadcasts and permutes to operands with no other user. An element-wise op whose
+  // operands every device holds whole takes it (elementwise()): each device computes its
+  // tile from operands cut locally, not the whole value to cut afterwards.
+  void propagate_back() {
+    wanted_later_.resize(graph_.instructions.size());
+    for (std::size_t v = graph_.instructions.size(); v-- > 0;) {
+      const ir::instruction& ins = graph_.instructions[v];
+      const auto wanted =
+          ins.code == op::mark_sharding ? std::optional(ir::sharding::from_ints(ins.attrs.ints)) : wanted_later_[v];
+      if (!wanted || wanted->is_partial()) continue;
+      const auto ask = [&](ir::value_id operand, const ir::sharding& s) {
+        if (users_[operand] == 1) wanted_later_[operand] = s;
+      };
+      if (ins.code == op::mark_sharding) {
+        ask(ins.operands[0], *wanted);
+      } else if (ins.code == op::permute) {
+        std::vector<std::int64_t> back(ins.shape.rank());
+        for (std::size_t j = 0; j < back.size(); ++j)
+          back[static_cast<std::size_t>(ins.attrs.ints[j])] = static_cast<std::int64_t>(j);
+        ask(ins.operands[0], detail::regroup(*wanted, ins.shape.rank(), back, devices_));
+      } else if (info(ins.code).kind == op_kind::elementwise || ins.code == op::broadcast_to) {
+        for (const ir::value_id u : ins.operands) ask(u, operand_sharding(u, ins.shape, *wanted));
+      }
+    }
+  }
+
   value elementwise(const ir::instruction& ins) {
     const std::vector<ir::value_id>& x = ins.operands;
     if (keeps_partial(ins)) {
@@ -370,6 +402,11 @@ private:
         chosen = lifted;
       }
     }
+    const auto whole = [&](ir::value_id v) {
+      const ir::sharding& s = values_[v].sharding;
+      return !s.is_partial() && detail::tile_product(s, rank_of(v)) == 1;
+    };
+    if (const auto& later = wanted_later_[values_.size()]; later && std::ranges::all_of(x, whole)) chosen = *later;
     std::vector<ir::node_ptr> operands;
     for (const ir::value_id v : x) operands.push_back(reshard(v, operand_sharding(v, ins.shape, chosen)).local);
     return {rebuild(ins, std::move(operands), chosen.shard_shape(ins.shape)), chosen};
@@ -603,10 +640,11 @@ private:
     return ir::sharding::from_full_tiles(full.transpose(order).reshape(std::move(dims)));
   }
 
-  // A whole (not partial) `from` laid out as `wanted`: its tiles moved to another dimension
-  // if that is all it takes, else the tiled dimensions gathered that must be, then the rest
-  // cut locally.
+  // A whole (not partial) `from` laid out as `wanted`: its tiles sent to other devices or
+  // moved to another dimension if that is all it takes, else the tiled dimensions gathered
+  // that must be, then the rest cut locally.
   value gather_and_cut(ir::value_id v, value from, const ir::sharding& wanted) {
+    if (auto sent = send_tiles(v, from, wanted)) return *sent;
     if (auto moved = move_tiles(v, from, wanted)) return *moved;
     const xlite::shape& global_shape = global(v).shape;
     const std::size_t rank = global_shape.rank();
@@ -629,6 +667,44 @@ private:
     }
     if (done()) return {from.local, wanted};
     return {ir::local_shard(from.local, wanted), wanted}; // `from` is whole on every device now
+  }
+
+  // `from` wanted as the same tiles on other devices: each device receives its tile from one
+  // that holds it (collective_permute), one tile where gathering would move them all.
+  // Nullopt when the tiles differ, or a tile has too few holders to send it everywhere.
+  std::optional<value> send_tiles(ir::value_id v, const value& from, const ir::sharding& wanted) {
+    const std::size_t rank = rank_of(v);
+    for (std::size_t a = 0; a < rank; ++a) {
+      if (from.sharding.tile_count(a) != wanted.tile_count(a)) return std::nullopt;
+    }
+    // Each device sends one tile: the devices that hold a tile and have not sent it yet.
+    std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> spare_holders;
+    std::vector<std::vector<std::int64_t>> wanted_tile;
+    for (std::int64_t d = 0; d < devices_; ++d) {
+      const auto held = from.sharding.placement_of(d, rank), asked = wanted.placement_of(d, rank);
+      if (!held || !asked) return std::nullopt;
+      spare_holders[held->tile].push_back(d);
+      wanted_tile.push_back(asked->tile);
+    }
+    // A device that holds its tile already keeps it; the others take a spare holder's.
+    ir::permute_pairs pairs;
+    std::vector<std::int64_t> waiting;
+    for (std::int64_t d = 0; d < devices_; ++d) {
+      auto& holders = spare_holders[wanted_tile[static_cast<std::size_t>(d)]];
+      if (const auto own = std::ranges::find(holders, d); own != holders.end()) {
+        holders.erase(own);
+        pairs.emplace_back(d, d);
+      } else {
+        waiting.push_back(d);
+      }
+    }
+    for (const std::int64_t d : waiting) {
+      auto& holders = spare_holders[wanted_tile[static_cast<std::size_t>(d)]];
+      if (holders.empty()) return std::nullopt;
+      pairs.emplace_back(holders.back(), d);
+      holders.pop_back();
+    }
+    return value{ir::collective_permute(from.local, pairs, next_site()), wanted};
   }
 
   // `from` wanted with the tiles of one dimension along another, untiled one: an all_to_all,
@@ -694,6 +770,7 @@ private:
   std::span<const ir::sharding> parameter_shardings_;
   std::int64_t devices_;
   std::vector<std::int64_t> users_; // of each global value, outputs included
+  std::vector<std::optional<ir::sharding>> wanted_later_; // by a mark_sharding (propagate_back)
   std::vector<value> values_;
   std::map<std::tuple<ir::value_id, std::vector<std::int64_t>, std::vector<std::int64_t>>, value> reshards_;
   std::vector<ir::node_ptr> parameters_;
