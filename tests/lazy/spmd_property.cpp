@@ -1,5 +1,5 @@
-// The SPMD property test: random programs (element-wise, matmul chains, batched matmuls,
-// reductions, transposes, reshapes, slices, concats) over random shapes, uneven ones included, with random partition
+// The SPMD property test: random programs (element-wise, matmul chains, batched and
+// broadcasting matmuls, reductions, transposes, reshapes, slices, concats) over random shapes, uneven ones included, with random partition
 // specs on the meshes of the issue (1x8, 8x1, 2x4, 4x2, 2x2x2, hybrid), half of them with
 // a random sharding asked of the result too (so partial results are reduce-scattered,
 // all-reduced, moved by all_to_all or gathered to fit it): the sharded run
@@ -154,6 +154,18 @@ program random_program(std::mt19937& gen) {
             [=](const auto& in) { return lz::slice(in[0], 0, start, m, step) - in[1]; }};
   }
   case 13:
+    switch (std::uniform_int_distribution<int>(0, 2)(gen)) {
+    case 0:
+      return {"x @ transpose(y) (batched)", false, {shape{h, m, k}, shape{h, n, k}}, [](const auto& in) {
+                return lz::matmul(in[0], lz::transpose(in[1]));
+              }};
+    case 1:
+      return {"relu(x @ w) (w broadcast over the batch)", false, {shape{h, m, k}, shape{k, n}}, [](const auto& in) {
+                return lz::relu(lz::matmul(in[0], in[1]));
+              }};
+    default:
+      break;
+    }
     return {"x @ y (batched) * 2", false, {shape{h, m, k}, shape{h, k, n}}, [](const auto& in) {
               return lz::matmul(in[0], in[1]) * 2.0f;
             }};

@@ -2,21 +2,22 @@
 
 // The SPMD partitioner: from a barrier's global graph, in which some values carry a user's
 // sharding (mark_sharding ops, sharded parameters), to the one program every device runs on
-// its shards, with the collectives that program needs. It is GSPMD's idea, done in one
-// forward pass over the instructions:
+// its shards, with the collectives that program needs. It is GSPMD's idea, done in a short
+// backward pass that carries annotations back, then one forward pass over the instructions:
 //
 // - Each value gets a sharding as it is made. A user's mark_sharding always wins, and is
 //   carried back to the element-wise ops that lead to it, so that a value computed from
 //   whole operands is computed on tiles rather than whole and cut afterwards.
 //   Element-wise ops (and broadcast_to) take the sharding of the operand that cuts the
-//   result into the most tiles (the first such operand on a tie) and reshard the others to
-//   match. permute moves its operand's tiles with the axes. reshape keeps a tiled
-//   dimension's tiles where it is the major dimension of the dimensions it merges with or
-//   splits into, and its tiles are even on both sides (GSPMD's rule).
+//   result into the most tiles (on a tie the one the annotation carried back asks for, else
+//   the first) and reshard the others to match. permute moves its operand's tiles with the
+//   axes. reshape keeps a tiled dimension's tiles where it is the major dimension of the
+//   dimensions it merges with or splits into, and its tiles are even on both sides
+//   (GSPMD's rule).
 // - A reduction over tiled axes reduces each shard and leaves a partial value (sum, max,
 //   min or prod) pending; an f32 or f64 mean is a partial sum of each shard's sum divided
 //   by the count. A matmul whose operands agree on the batch and contracting dimensions'
-//   tiles multiplies shards and leaves a partial sum over them; when they do not agree, the
+//   tiles (a 2-D operand broadcasts over the batch) multiplies shards and leaves a partial sum over them; when they do not agree, the
 //   operand that is cheaper to move (in bytes) is resharded to fit the other.
 // - A partial value is combined (all-reduced or reduce-scattered) only where a consumer needs
 //   the full value: add, sub, neg, sum, permute and reshape keep partial sums partial, mul
@@ -25,15 +26,17 @@
 //   is combined once, first.
 //   Outputs may stay partial.
 // - slice keeps the tiles of the dimensions it takes whole; concat takes its operands'
-//   layout with the most tiles, the concatenated dimension whole.
+//   layout with the most tiles, the concatenated dimension whole. Window ops (unfold,
+//   fold, max pooling's) keep the batch's tiles, so a convolution (unfold, then a matmul
+//   whose 2-D weight broadcasts over the batch) runs on the batch's shards.
 // - Resharding: a partial value whose parts can become the tiles of one dimension is
 //   reduce-scattered, else all-reduced; the same tiles wanted on other devices are sent
 //   there (collective_permute); tiles that move to another, untiled dimension are
 //   exchanged with an all_to_all; tiled dimensions are all-gathered (and their padding
 //   sliced off) until the layout matches; a value every device holds whole is cut locally
 //   (local_shard), which moves nothing. Each distinct reshard of a value is made once.
-// - Every other op (gather, windows, control flow, random, argmax over tiled axes, a
-//   matmul that broadcasts a batch, uneven tiles under a reduction) runs on whole values:
+// - Every other op (gather, control flow, random, argmax over tiled axes, a matmul that
+//   broadcasts a batch of size 1, uneven tiles under a reduction) runs on whole values:
 //   its operands are gathered first. That is correct for every op; the ops above are the
 //   ones that stay sharded.
 //
@@ -233,11 +236,12 @@ private:
     case op::concat:
       return concat(ins);
     case op::matmul:
-      if (same_batch(ins)) return matmul(ins);
+      if (multiplies_shards(ins)) return matmul(ins);
       break;
     default:
       if (info(ins.code).kind == op_kind::elementwise || ins.code == op::broadcast_to) return elementwise(ins);
       if (info(ins.code).kind == op_kind::reduction) return reduction(ins);
+      if (info(ins.code).kind == op_kind::window) return window(ins);
       if (info(ins.code).kind == op_kind::collective) {
         throw value_error(xlite::detail::message(
             name(ins.code),
@@ -332,6 +336,26 @@ private:
     return {rebuild(ins, std::move(locals), chosen.shard_shape(ins.shape)), chosen};
   }
 
+  // A window op (unfold, fold, max pooling's) on shards of the batch: a sample's windows
+  // are its own, so dimension 0's tiles, the first operand's, pass through; the other tiled
+  // dimensions are gathered first.
+  value window(const ir::instruction& ins) {
+    const auto batch_only = [](std::size_t rank) {
+      std::vector<std::int64_t> kept(rank, -1);
+      kept[0] = 0;
+      return kept;
+    };
+    const ir::value_id first = ins.operands[0];
+    const ir::sharding lead = full_value(first).sharding;
+    const auto batch_tiles = [&](std::size_t rank) {
+      return detail::regroup(lead, rank_of(first), batch_only(rank), devices_);
+    };
+    std::vector<ir::node_ptr> operands;
+    for (const ir::value_id v : ins.operands) operands.push_back(reshard(v, full_value(v), batch_tiles(rank_of(v))).local);
+    const ir::sharding result = batch_tiles(ins.shape.rank());
+    return {rebuild(ins, std::move(operands), result.shard_shape(ins.shape)), result};
+  }
+
   // Result dimension i of a broadcast from operand `v` takes the operand's dimension kept[i]
   // (-1 where the operand has none or broadcasts a 1).
   std::vector<std::int64_t> broadcast_dims(ir::value_id v, const xlite::shape& result) const {
@@ -357,9 +381,10 @@ private:
 
   // Backward propagation, the part of it that pays in a forward partitioner: the sharding a
   // later mark_sharding asks of each value, carried back through element-wise ops,
-  // broadcasts and permutes to operands with no other user. An element-wise op whose
-  // operands every device holds whole takes it (elementwise()): each device computes its
-  // tile from operands cut locally, not the whole value to cut afterwards.
+  // broadcasts and permutes to operands with no other user. An element-wise op takes it
+  // when no operand has to move for it, and prefers it on a tie (elementwise()): each
+  // device computes its tile from operands cut locally, not the whole value to cut
+  // afterwards.
   void propagate_back() {
     wanted_later_.resize(graph_.instructions.size());
     for (std::size_t v = graph_.instructions.size(); v-- > 0;) {
@@ -391,22 +416,35 @@ private:
       const xlite::shape local = operands[0]->shape();
       return {rebuild(ins, std::move(operands), local), values_[x[0]].sharding};
     }
-    // The operand sharding that cuts the result into the most tiles.
+    const std::size_t rank = ins.shape.rank();
+    const std::optional<ir::sharding>& later = wanted_later_[values_.size()];
+    // The sharding a later mark_sharding asks for, when no operand has to move for it: each is
+    // whole (and cut locally) or laid out so already.
+    const auto fits_later = [&](ir::value_id v) {
+      const ir::sharding& s = values_[v].sharding;
+      return !s.is_partial() && (detail::tile_product(s, rank_of(v)) == 1 ||
+                                 detail::same_layout(s, operand_sharding(v, ins.shape, *later), rank_of(v), devices_));
+    };
+    if (later && std::ranges::all_of(x, fits_later)) return on_shards(ins, *later);
+    // Else the operand sharding that cuts the result into the most tiles, on a tie the first,
+    // or the one a later mark_sharding asks for.
     ir::sharding chosen = ir::sharding::replicated();
     for (const ir::value_id v : x) {
       const ir::sharding& given = values_[v].sharding;
       const ir::sharding s = given.is_partial() ? partial_combined(given, rank_of(v)) : given;
       if (s.is_replicated()) continue;
       const ir::sharding lifted = detail::regroup(s, rank_of(v), broadcast_dims(v, ins.shape), devices_);
-      if (detail::tile_product(lifted, ins.shape.rank()) > detail::tile_product(chosen, ins.shape.rank())) {
+      const std::int64_t tiles = detail::tile_product(lifted, rank), most = detail::tile_product(chosen, rank);
+      if (tiles > most || (tiles == most && later && detail::same_layout(lifted, *later, rank, devices_))) {
         chosen = lifted;
       }
     }
-    const auto whole = [&](ir::value_id v) {
-      const ir::sharding& s = values_[v].sharding;
-      return !s.is_partial() && detail::tile_product(s, rank_of(v)) == 1;
-    };
-    if (const auto& later = wanted_later_[values_.size()]; later && std::ranges::all_of(x, whole)) chosen = *later;
+    return on_shards(ins, chosen);
+  }
+
+  // Element-wise op ins on its operands laid out for a result sharded as `chosen`.
+  value on_shards(const ir::instruction& ins, const ir::sharding& chosen) {
+    const std::vector<ir::value_id>& x = ins.operands;
     std::vector<ir::node_ptr> operands;
     for (const ir::value_id v : x) operands.push_back(reshard(v, operand_sharding(v, ins.shape, chosen)).local);
     return {rebuild(ins, std::move(operands), chosen.shard_shape(ins.shape)), chosen};
@@ -487,43 +525,53 @@ private:
     return {ir::reduce(code, operand.local, axes, ins.attrs.flag), result};
   }
 
-  // Whether a matmul's operands have the same batch dimensions (none, for 2-D ones); a
-  // matmul that broadcasts a batch runs on whole values.
-  bool same_batch(const ir::instruction& ins) const {
-    const xlite::shape &a = global(ins.operands[0]).shape, &b = global(ins.operands[1]).shape;
-    if (a.rank() != b.rank()) return false;
-    for (std::size_t i = 0; i + 2 < a.rank(); ++i) {
-      if (a[i] != b[i]) return false;
+  // Whether a matmul runs on shards: each operand has the result's batch dimensions, or is
+  // 2-D and broadcasts over them (a linear layer on a batch of sequences, a convolution's
+  // weight). A matmul that broadcasts a batch of size 1 runs on whole values.
+  bool multiplies_shards(const ir::instruction& ins) const {
+    for (const ir::value_id v : ins.operands) {
+      const xlite::shape& s = global(v).shape;
+      if (s.rank() == 2) continue;
+      if (s.rank() != ins.shape.rank()) return false;
+      for (std::size_t i = 0; i + 2 < s.rank(); ++i) {
+        if (s[i] != ins.shape[i]) return false;
+      }
     }
     return true;
   }
 
+  // A matmul operand's dimensions: rows m (of a) or columns n (of b), the contracting one k,
+  // and whether it has the batch dimensions (first, as the result's) or broadcasts.
+  struct operand_axes {
+    bool a_batched, b_batched;
+    std::size_t a_m, a_k, b_k, b_n;
+  };
+
   value matmul(const ir::instruction& ins) {
     const ir::value_id a = ins.operands[0], b = ins.operands[1];
-    const std::size_t rank = ins.shape.rank(), row = rank - 2, column = rank - 1;
+    const std::size_t ra = rank_of(a), rb = rank_of(b), batch = ins.shape.rank() - 2;
     const bool ta = ins.attrs.ints[0] != 0, tb = ins.attrs.ints[1] != 0;
-    const operand_axes axes{ta ? column : row, ta ? row : column, tb ? column : row, tb ? row : column};
+    const operand_axes axes{ra > 2,           rb > 2,           ta ? ra - 1 : ra - 2, ta ? ra - 2 : ra - 1,
+                            tb ? rb - 1 : rb - 2, tb ? rb - 2 : rb - 1};
     value va = contraction_operand(a, axes.a_k), vb = contraction_operand(b, axes.b_k);
-    if (auto together = combine(va.sharding, vb.sharding, axes, rank)) return product(ins, va, vb, *together);
+    if (auto together = combine(va.sharding, vb.sharding, axes, batch)) return product(ins, va, vb, *together);
     // Reshard the operand that is cheaper to move to the other's batch and contracting tiles.
-    std::vector<std::int64_t> b_from_a = detail::identity_dims(rank), a_from_b = detail::identity_dims(rank);
+    std::vector<std::int64_t> b_from_a(rb, -1), a_from_b(ra, -1);
+    if (axes.a_batched && axes.b_batched) {
+      std::iota(b_from_a.begin(), b_from_a.begin() + static_cast<std::ptrdiff_t>(batch), 0);
+      std::iota(a_from_b.begin(), a_from_b.begin() + static_cast<std::ptrdiff_t>(batch), 0);
+    }
     b_from_a[axes.b_k] = static_cast<std::int64_t>(axes.a_k);
-    b_from_a[axes.b_n] = -1;
     a_from_b[axes.a_k] = static_cast<std::int64_t>(axes.b_k);
-    a_from_b[axes.a_m] = -1;
-    const ir::sharding b_wanted = detail::regroup(va.sharding, rank, b_from_a, devices_);
-    const ir::sharding a_wanted = detail::regroup(vb.sharding, rank, a_from_b, devices_);
+    const ir::sharding b_wanted = detail::regroup(va.sharding, ra, b_from_a, devices_);
+    const ir::sharding a_wanted = detail::regroup(vb.sharding, rb, a_from_b, devices_);
     if (reshard_bytes(vb, b, b_wanted) <= reshard_bytes(va, a, a_wanted)) {
       vb = reshard(b, vb, b_wanted);
     } else {
       va = reshard(a, va, a_wanted);
     }
-    return product(ins, va, vb, *combine(va.sharding, vb.sharding, axes, rank));
+    return product(ins, va, vb, *combine(va.sharding, vb.sharding, axes, batch));
   }
-
-  struct operand_axes {
-    std::size_t a_m, a_k, b_k, b_n;
-  };
 
   // A matmul operand, whole (not partial), its contracting axis gathered if its tiles are
   // uneven.
@@ -540,14 +588,15 @@ private:
 
   // The product's sharding when each device multiplies its own tiles: (batch tiles, m tile,
   // n tile) with a partial sum over the k tiles. Nullopt unless every device holds the same
-  // batch and k tiles of a and of b, and the devices spread evenly over the result's tiles.
+  // batch tiles of the operands that have a batch and the same k tile of both, and the
+  // devices spread evenly over the result's tiles.
   std::optional<ir::sharding> combine(const ir::sharding& sa, const ir::sharding& sb, const operand_axes& axes,
-                                      std::size_t rank) const {
-    const std::size_t batch = rank - 2;
+                                      std::size_t batch) const {
     std::vector<std::int64_t> dims; // the product's tiles: batch dimensions, m, n, k
     for (std::size_t i = 0; i < batch; ++i) {
-      if (sa.tile_count(i) != sb.tile_count(i)) return std::nullopt;
-      dims.push_back(sa.tile_count(i));
+      const std::int64_t from_a = axes.a_batched ? sa.tile_count(i) : 1, from_b = axes.b_batched ? sb.tile_count(i) : 1;
+      if (axes.a_batched && axes.b_batched && from_a != from_b) return std::nullopt;
+      dims.push_back(std::max(from_a, from_b));
     }
     const std::int64_t tm = sa.tile_count(axes.a_m), tn = sb.tile_count(axes.b_n), tk = sa.tile_count(axes.a_k);
     if (sb.tile_count(axes.b_k) != tk) return std::nullopt;
@@ -556,13 +605,14 @@ private:
     if (devices_ % tiles != 0) return std::nullopt;
     const std::int64_t per_tile = devices_ / tiles;
     std::vector<std::vector<std::int64_t>> buckets(static_cast<std::size_t>(tiles));
+    const std::size_t ra = axes.a_batched ? batch + 2 : 2, rb = axes.b_batched ? batch + 2 : 2;
     for (std::int64_t d = 0; d < devices_; ++d) {
-      const auto pa = sa.placement_of(d, rank), pb = sb.placement_of(d, rank);
+      const auto pa = sa.placement_of(d, ra), pb = sb.placement_of(d, rb);
       if (!pa || !pb || pa->tile[axes.a_k] != pb->tile[axes.b_k]) return std::nullopt;
       std::int64_t at = 0;
       for (std::size_t i = 0; i < batch; ++i) {
-        if (pa->tile[i] != pb->tile[i]) return std::nullopt;
-        at = at * dims[i] + pa->tile[i];
+        if (axes.a_batched && axes.b_batched && pa->tile[i] != pb->tile[i]) return std::nullopt;
+        at = at * dims[i] + (axes.a_batched ? pa->tile[i] : pb->tile[i]);
       }
       at = ((at * tm + pa->tile[axes.a_m]) * tn + pb->tile[axes.b_n]) * tk + pa->tile[axes.a_k];
       auto& bucket = buckets[static_cast<std::size_t>(at)];
