@@ -60,7 +60,8 @@ TEST_CASE("fp32 gemm: every path is the naive float accumulation, bit for bit, a
   }
 }
 
-TEST_CASE("bf16 gemm: every path gives the same bits, within the error bound of the rounded inputs", "[gemm]") {
+TEST_CASE("bf16 gemm: every path but AMX gives the same bits, all within the error bound of the rounded inputs",
+          "[gemm]") {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 42; ++trial) {
     // The last two are wider than a column block, where A is packed rather than read in place.
@@ -82,7 +83,10 @@ TEST_CASE("bf16 gemm: every path gives the same bits, within the error bound of 
       check_against_double(g, c, true, false);
       if (first.empty()) {
         first = c;
-      } else {
+      } else if (path != isa::amx) {
+        // Real TDPBF16PS rounds its pair sums its own way (measured on Sapphire Rapids): AMX
+        // is held to the error bound above, and its driver to Intel's pseudo-code on
+        // modelled tiles (amx.cpp).
         CHECK(same_bits(c, first));
       }
       // bfloat16 output: the float result rounded once.
