@@ -49,6 +49,13 @@ std::size_t count(const xlite::ir::graph& g, xlite::op code) {
       std::ranges::count_if(g.instructions, [&](const xlite::ir::instruction& ins) { return ins.code == code; }));
 }
 
+// The shape of the first `code` instruction of a per-device program.
+std::optional<shape> first_shape(const xlite::ir::graph& g, xlite::op code) {
+  const auto found = std::ranges::find_if(g.instructions, [&](const auto& ins) { return ins.code == code; });
+  if (found == g.instructions.end()) return std::nullopt;
+  return found->shape;
+}
+
 std::size_t collectives_in(const xlite::ir::graph& g) {
   return static_cast<std::size_t>(std::ranges::count_if(g.instructions, [](const xlite::ir::instruction& ins) {
     return xlite::info(ins.code).kind == xlite::op_kind::collective && ins.code != xlite::op::local_shard;
@@ -471,15 +478,24 @@ TEST_CASE("an annotation is carried back: ops on whole operands compute only the
   const auto program = spmd::device_program({y});
   CHECK(collectives_in(program) == 0);
   // exp runs on the 2 x 4 tile of x cut locally, not on all of it.
-  const auto exp =
-      std::ranges::find_if(program.instructions, [](const auto& ins) { return ins.code == xlite::op::exp; });
-  REQUIRE(exp != program.instructions.end());
-  CHECK(exp->shape == shape{2, 4});
+  CHECK(first_shape(program, xlite::op::exp) == shape{2, 4});
   const auto got = elements(y);
   for (std::int64_t i = 0; i < 16; ++i) {
     for (std::int64_t j = 0; j < 4; ++j) {
       CHECK(got[static_cast<std::size_t>(j * 16 + i)] == Approx(std::exp(xs(i, j) * 2.0f + bs(j))).epsilon(1e-6));
     }
+  }
+  // Through a reduction: the rows' sums wanted in row tiles, exp runs on the rows' tiles.
+  const tensor row_sums = xlite::lazy::sum(xlite::lazy::exp(tensor::from(xs)), {1});
+  spmd::mark_sharding(row_sums, m, {"d"});
+  const auto reduced = spmd::device_program({row_sums});
+  CHECK(collectives_in(reduced) == 0);
+  CHECK(first_shape(reduced, xlite::op::exp) == shape{2, 4});
+  const auto sums = elements(row_sums);
+  for (std::int64_t i = 0; i < 16; ++i) {
+    double total = 0;
+    for (std::int64_t j = 0; j < 4; ++j) total += std::exp(double(xs(i, j)));
+    CHECK(sums[static_cast<std::size_t>(i)] == Approx(total).epsilon(1e-6));
   }
 }
 

@@ -6,8 +6,9 @@
 // backward pass that carries annotations back, then one forward pass over the instructions:
 //
 // - Each value gets a sharding as it is made. A user's mark_sharding always wins, and is
-//   carried back to the element-wise ops that lead to it, so that a value computed from
-//   whole operands is computed on tiles rather than whole and cut afterwards.
+//   carried back to the element-wise ops (through reductions) that lead to it, so that a
+//   value computed from whole operands is computed on tiles rather than whole and cut
+//   afterwards.
 //   Element-wise ops (and broadcast_to) take the sharding of the operand that cuts the
 //   result into the most tiles (on a tie the one the annotation carried back asks for, else
 //   the first) and reshard the others to match. permute moves its operand's tiles with the
@@ -17,8 +18,8 @@
 // - A reduction over tiled axes reduces each shard and leaves a partial value (sum, max,
 //   min or prod) pending; an f32 or f64 mean is a partial sum of each shard's sum divided
 //   by the count. A matmul whose operands agree on the batch and contracting dimensions'
-//   tiles (a 2-D operand broadcasts over the batch) multiplies shards and leaves a partial sum over them; when they do not agree, the
-//   operand that is cheaper to move (in bytes) is resharded to fit the other.
+//   tiles (a 2-D operand broadcasts over the batch) multiplies shards and leaves a partial sum over them; when they do
+//   not agree, the operand that is cheaper to move (in bytes) is resharded to fit the other.
 // - A partial value is combined (all-reduced or reduce-scattered) only where a consumer needs
 //   the full value: add, sub, neg, sum, permute and reshape keep partial sums partial, mul
 //   and div by a value every device holds whole too, so chains like sum(matmul(x, w)) reduce
@@ -381,7 +382,7 @@ private:
 
   // Backward propagation, the part of it that pays in a forward partitioner: the sharding a
   // later mark_sharding asks of each value, carried back through element-wise ops,
-  // broadcasts and permutes to operands with no other user. An element-wise op takes it
+  // broadcasts, permutes and reductions to operands with no other user. An element-wise op takes it
   // when no operand has to move for it, and prefers it on a tie (elementwise()): each
   // device computes its tile from operands cut locally, not the whole value to cut
   // afterwards.
@@ -404,6 +405,16 @@ private:
         ask(ins.operands[0], detail::regroup(*wanted, ins.shape.rank(), back, devices_));
       } else if (info(ins.code).kind == op_kind::elementwise || ins.code == op::broadcast_to) {
         for (const ir::value_id u : ins.operands) ask(u, operand_sharding(u, ins.shape, *wanted));
+      } else if (info(ins.code).kind == op_kind::reduction) {
+        // The operand's kept dimensions take the result's tiles; the reduced ones stay whole.
+        const ir::value_id x = ins.operands[0];
+        std::vector<std::int64_t> from_result(rank_of(x), -1);
+        for (std::size_t a = 0, j = 0; a < from_result.size(); ++a) {
+          const bool reduced = std::ranges::find(ins.attrs.ints, static_cast<std::int64_t>(a)) != ins.attrs.ints.end();
+          if (!reduced) from_result[a] = static_cast<std::int64_t>(j);
+          if (!reduced || ins.attrs.flag) ++j;
+        }
+        ask(x, detail::regroup(*wanted, ins.shape.rank(), from_result, devices_));
       }
     }
   }
