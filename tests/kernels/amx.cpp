@@ -116,10 +116,13 @@ TEST_CASE("the AMX probe survives SIGILL and rejects a wrong product", "[amx]") 
   CHECK_FALSE(amx::product_is_right(wrong));
 }
 
-TEST_CASE("without usable AMX the bf16 gemm takes the AVX512_BF16 path", "[amx]") {
+TEST_CASE("the bf16 gemm takes the AMX path exactly when AMX is usable", "[amx]") {
   const auto& cpu = xlite::detected_cpu_features();
   if (cpu.amx_tile && cpu.amx_bf16) {
-    WARN("this machine has AMX: usable() " << amx::usable());
+    // With the OS's permission granted and palette 1 fitting, the probe must pass: a
+    // failing probe would quietly send every bf16 GEMM down the AVX512_BF16 path.
+    CHECK(amx::usable() == amx::detected_palette().fits_kernel());
+    if (amx::usable()) CHECK(xlite::kernels::gemm_path(gemm_precision::bf16) == isa::amx);
     return;
   }
   CHECK_FALSE(amx::usable());
