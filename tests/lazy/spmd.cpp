@@ -499,6 +499,128 @@ TEST_CASE("an annotation is carried back: ops on whole operands compute only the
   }
 }
 
+TEST_CASE("an annotation is carried back through matmuls, reshapes, slices and concats", "[spmd]") {
+  use_spmd_on_eight_devices();
+  const spmd::mesh m(all_devices(), {8}, {"d"});
+  const auto xs = random_host(shape{16, 8}, 51), ws = random_host(shape{8, 12}, 52);
+  const tensor x = tensor::from(xs), w = tensor::from(ws); // whole on every device
+  // x @ w in f64, with f applied to x's and g to w's elements first.
+  const auto product = [&](float (*f)(float), float (*g)(float), std::int64_t i, std::int64_t j) {
+    double total = 0;
+    for (std::int64_t k = 0; k < 8; ++k) total += double(f(xs(i, k))) * double(g(ws(k, j)));
+    return total;
+  };
+  const auto relu = [](float v) { return std::max(v, 0.0f); };
+  const auto tanh = [](float v) { return std::tanh(v); };
+  const auto same = [](float v) { return v; };
+  const auto check_product = [&](const tensor& y, float (*f)(float), float (*g)(float)) {
+    const auto got = elements(y);
+    for (std::int64_t i = 0; i < 16; ++i) {
+      for (std::int64_t j = 0; j < 12; ++j) {
+        CHECK(got[static_cast<std::size_t>(i * 12 + j)] == Approx(product(f, g, i, j)).margin(1e-5));
+      }
+    }
+  };
+  SECTION("rows of a product wanted: the left operand is computed on row tiles") {
+    const tensor y = xlite::lazy::matmul(xlite::lazy::relu(x), w);
+    spmd::mark_sharding(y, m, {"d", spmd::none});
+    const auto program = spmd::device_program({y});
+    CHECK(collectives_in(program) == 0);
+    CHECK(first_shape(program, xlite::op::relu) == shape{2, 8});
+    CHECK(first_shape(program, xlite::op::matmul) == shape{2, 12});
+    check_product(y, relu, same);
+  }
+  SECTION("columns of a product wanted: the right operand is computed on column tiles") {
+    // 12 columns in 8 tiles of 2: devices 6 and 7 hold padding only.
+    const tensor y = xlite::lazy::matmul(x, xlite::lazy::tanh(w));
+    spmd::mark_sharding(y, m, {spmd::none, "d"});
+    const auto program = spmd::device_program({y});
+    CHECK(collectives_in(program) == 0);
+    CHECK(first_shape(program, xlite::op::tanh) == shape{8, 2});
+    CHECK(first_shape(program, xlite::op::matmul) == shape{16, 2});
+    check_product(y, same, tanh);
+  }
+  SECTION("an operand whose partner's layout is not known before the forward pass is computed whole") {
+    const tensor y = xlite::lazy::matmul(xlite::lazy::relu(x), xlite::lazy::tanh(w));
+    spmd::mark_sharding(y, m, {"d", spmd::none});
+    const auto program = spmd::device_program({y});
+    CHECK(collectives_in(program) == 0);
+    CHECK(first_shape(program, xlite::op::relu) == shape{16, 8});
+    CHECK(first_shape(program, xlite::op::matmul) == shape{2, 12}); // both came whole: cut locally
+    check_product(y, relu, tanh);
+  }
+  SECTION("not towards an operand whose partner is tiled along the contraction: the partial sum is scattered") {
+    const tensor w_rows = tensor::from(ws);
+    spmd::mark_sharding(w_rows, m, {"d", spmd::none});
+    const tensor y = xlite::lazy::matmul(xlite::lazy::relu(x), w_rows);
+    spmd::mark_sharding(y, m, {"d", spmd::none});
+    const auto program = spmd::device_program({y});
+    CHECK(collectives_in(program) == 1);
+    CHECK(count(program, xlite::op::reduce_scatter) == 1);
+    CHECK(first_shape(program, xlite::op::relu) == shape{16, 8}); // whole, then cut along k locally
+    check_product(y, relu, same);
+  }
+  SECTION("a batch and columns on a 2-D mesh: the batch's tiles of a batched operand, a 2-D one whole") {
+    const spmd::mesh grid(all_devices(), {2, 4}, {"a", "b"});
+    const auto hs = random_host(shape{4, 6, 8}, 54);
+    const tensor y = xlite::lazy::matmul(xlite::lazy::relu(tensor::from(hs)), w);
+    spmd::mark_sharding(y, grid, {"a", spmd::none, "b"});
+    const auto program = spmd::device_program({y});
+    CHECK(collectives_in(program) == 0);
+    CHECK(first_shape(program, xlite::op::relu) == shape{2, 6, 8});
+    CHECK(first_shape(program, xlite::op::matmul) == shape{2, 6, 3});
+    const auto got = elements(y);
+    for (std::int64_t b = 0; b < 4; ++b) {
+      for (std::int64_t i = 0; i < 6; ++i) {
+        for (std::int64_t j = 0; j < 12; ++j) {
+          double total = 0;
+          for (std::int64_t k = 0; k < 8; ++k) total += double(relu(hs(b, i, k))) * double(ws(k, j));
+          CHECK(got[static_cast<std::size_t>((b * 6 + i) * 12 + j)] == Approx(total).margin(1e-5));
+        }
+      }
+    }
+  }
+  SECTION("not through a slice of a tiled dimension: the whole value is cut locally, not gathered") {
+    const spmd::mesh grid(all_devices(), {2, 4}, {"a", "b"});
+    const tensor cut = xlite::lazy::slice(xlite::lazy::exp(x), 1, 2, 6);
+    spmd::mark_sharding(cut, grid, {"a", "b"});
+    const auto program = spmd::device_program({cut});
+    CHECK(collectives_in(program) == 0);
+    CHECK(first_shape(program, xlite::op::exp) == shape{16, 8});
+    const auto got = elements(cut);
+    for (std::int64_t i = 0; i < 16; ++i) {
+      for (std::int64_t j = 2; j < 6; ++j)
+        CHECK(got[static_cast<std::size_t>(i * 4 + j - 2)] == Approx(std::exp(xs(i, j))));
+    }
+  }
+  SECTION("through a reshape, a slice and a concat, element-wise ops compute their tiles") {
+    const auto hs = random_host(shape{8, 2, 6}, 53);
+    const tensor h = tensor::from(hs);
+    const tensor flat = xlite::lazy::reshape(xlite::lazy::exp(h), shape{16, 6});
+    const tensor cut = xlite::lazy::slice(xlite::lazy::exp(x), 1, 2, 6);
+    const tensor joined = xlite::lazy::concat({xlite::lazy::exp(tensor::from(xs)), -x}, 1); // (16, 16)
+    for (const tensor* t : {&flat, &cut, &joined}) {
+      spmd::mark_sharding(*t, m, {"d", spmd::none});
+      CHECK(collectives_in(spmd::device_program({*t})) == 0);
+    }
+    CHECK(first_shape(spmd::device_program({flat}), xlite::op::exp) == shape{1, 2, 6});
+    CHECK(first_shape(spmd::device_program({cut}), xlite::op::exp) == shape{2, 8});
+    CHECK(first_shape(spmd::device_program({joined}), xlite::op::exp) == shape{2, 8});
+    CHECK(first_shape(spmd::device_program({joined}), xlite::op::neg) == shape{2, 8});
+    const auto got_flat = elements(flat), got_cut = elements(cut), got_joined = elements(joined);
+    for (std::int64_t i = 0; i < hs.size(); ++i) {
+      CHECK(got_flat[static_cast<std::size_t>(i)] == Approx(std::exp(hs.data()[i])));
+    }
+    for (std::int64_t i = 0; i < 16; ++i) {
+      for (std::int64_t j = 0; j < 8; ++j) {
+        if (j >= 2 && j < 6) CHECK(got_cut[static_cast<std::size_t>(i * 4 + j - 2)] == Approx(std::exp(xs(i, j))));
+        CHECK(got_joined[static_cast<std::size_t>(i * 16 + j)] == Approx(std::exp(xs(i, j))));
+        CHECK(got_joined[static_cast<std::size_t>(i * 16 + 8 + j)] == -xs(i, j));
+      }
+    }
+  }
+}
+
 TEST_CASE("the same tiles wanted on other devices are sent there, not gathered", "[spmd]") {
   use_spmd_on_eight_devices();
   const spmd::mesh m(all_devices(), {2, 4}, {"a", "b"});

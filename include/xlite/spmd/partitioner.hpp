@@ -6,9 +6,10 @@
 // backward pass that carries annotations back, then one forward pass over the instructions:
 //
 // - Each value gets a sharding as it is made. A user's mark_sharding always wins, and is
-//   carried back to the element-wise ops (through reductions) that lead to it, so that a
-//   value computed from whole operands is computed on tiles rather than whole and cut
-//   afterwards.
+//   carried back through the element-wise ops, reductions, reshapes, slices, concats and
+//   matmuls that lead to it, so that a value computed from whole operands is computed on
+//   tiles rather than whole and cut afterwards. An op takes the layout carried back only
+//   where no operand has to move for it, so it never costs a collective.
 //   Element-wise ops (and broadcast_to) take the sharding of the operand that cuts the
 //   result into the most tiles (on a tie the one the annotation carried back asks for, else
 //   the first) and reshard the others to match. permute moves its operand's tiles with the
@@ -18,8 +19,9 @@
 // - A reduction over tiled axes reduces each shard and leaves a partial value (sum, max,
 //   min or prod) pending; an f32 or f64 mean is a partial sum of each shard's sum divided
 //   by the count. A matmul whose operands agree on the batch and contracting dimensions'
-//   tiles (a 2-D operand broadcasts over the batch) multiplies shards and leaves a partial sum over them; when they do
-//   not agree, the operand that is cheaper to move (in bytes) is resharded to fit the other.
+//   tiles (a 2-D operand broadcasts over the batch) multiplies shards and leaves a partial
+//   sum over them; when they do not agree, the operand that is cheaper to move (in bytes) is
+//   resharded to fit the other.
 // - A partial value is combined (all-reduced or reduce-scattered) only where a consumer needs
 //   the full value: add, sub, neg, sum, permute and reshape keep partial sums partial, mul
 //   and div by a value every device holds whole too, so chains like sum(matmul(x, w)) reduce
@@ -55,6 +57,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "xlite/core/error.hpp"
@@ -172,6 +175,12 @@ inline std::vector<reshape_group> reshape_groups(const xlite::shape& in, const x
   return groups;
 }
 
+// A run's major dimension: its first one of size above 1 (end for an empty run).
+inline std::size_t run_major(const xlite::shape& s, std::size_t begin, std::size_t end) {
+  while (begin + 1 < end && s[begin] == 1) ++begin;
+  return begin;
+}
+
 inline std::vector<std::int64_t> identity_dims(std::size_t rank) {
   std::vector<std::int64_t> kept(rank);
   std::iota(kept.begin(), kept.end(), 0);
@@ -268,17 +277,12 @@ private:
     const std::size_t rank = in.rank();
     const ir::sharding& given = values_[x].sharding;
     std::vector<std::int64_t> kept = detail::identity_dims(rank), to_output(ins.shape.rank(), -1);
-    // A run's major dimension is its first one of size above 1.
-    const auto major = [](const xlite::shape& s, std::size_t begin, std::size_t end) {
-      while (begin + 1 < end && s[begin] == 1) ++begin;
-      return begin;
-    };
     for (const detail::reshape_group& g : detail::reshape_groups(in, ins.shape)) {
-      const std::size_t major_out = major(ins.shape, g.out_begin, g.out_end);
+      const std::size_t major_out = detail::run_major(ins.shape, g.out_begin, g.out_end);
       for (std::size_t a = g.in_begin; a < g.in_end; ++a) {
         const std::int64_t tiles = given.tile_count(a);
         if (tiles == 1) continue;
-        if (a == major(in, g.in_begin, g.in_end) && major_out < g.out_end && in[a] % tiles == 0 &&
+        if (a == detail::run_major(in, g.in_begin, g.in_end) && major_out < g.out_end && in[a] % tiles == 0 &&
             ins.shape[major_out] % tiles == 0) {
           to_output[major_out] = static_cast<std::int64_t>(a);
         } else {
@@ -298,23 +302,25 @@ private:
     const ir::value_id x = ins.operands[0];
     const xlite::shape& in = global(x).shape;
     const std::size_t rank = in.rank();
-    const auto whole_axis = [&](std::size_t a) {
-      const std::int64_t* range = &ins.attrs.ints[3 * a]; // start, stop, step
-      return range[0] == 0 && range[1] == in[a] && range[2] == 1;
-    };
     std::vector<std::int64_t> kept = detail::identity_dims(rank);
     for (std::size_t a = 0; a < rank; ++a) {
-      if (!whole_axis(a) && values_[x].sharding.tile_count(a) > 1) kept[a] = -1;
+      if (!takes_whole(ins, a) && values_[x].sharding.tile_count(a) > 1) kept[a] = -1;
     }
     value operand = kept == detail::identity_dims(rank) ? linear_operand(x) : full_value(x);
     operand = reshard(x, operand, detail::regroup(operand.sharding, rank, kept, devices_));
     std::vector<ir::slice_range> ranges;
     for (std::size_t a = 0; a < rank; ++a) {
       const std::int64_t* range = &ins.attrs.ints[3 * a];
-      ranges.push_back(whole_axis(a) ? ir::slice_range{0, operand.local->shape()[a], 1}
-                                     : ir::slice_range{range[0], range[1], range[2]});
+      ranges.push_back(takes_whole(ins, a) ? ir::slice_range{0, operand.local->shape()[a], 1}
+                                           : ir::slice_range{range[0], range[1], range[2]});
     }
     return {ir::slice(operand.local, ranges), operand.sharding};
+  }
+
+  // Whether slice `ins` takes its operand's dimension `axis` whole.
+  bool takes_whole(const ir::instruction& ins, std::size_t axis) const {
+    const std::int64_t* range = &ins.attrs.ints[3 * axis]; // start, stop, step
+    return range[0] == 0 && range[1] == global(ins.operands[0]).shape[axis] && range[2] == 1;
   }
 
   // A concat on shards: its operands take the layout with the most tiles among theirs,
@@ -382,10 +388,10 @@ private:
 
   // Backward propagation, the part of it that pays in a forward partitioner: the sharding a
   // later mark_sharding asks of each value, carried back through element-wise ops,
-  // broadcasts, permutes and reductions to operands with no other user. An element-wise op takes it
-  // when no operand has to move for it, and prefers it on a tie (elementwise()): each
-  // device computes its tile from operands cut locally, not the whole value to cut
-  // afterwards.
+  // broadcasts, permutes, reductions, reshapes, slices, concats and matmuls to operands with
+  // no other user. An element-wise op or a matmul takes it when no operand has to move for
+  // it (an element-wise op also prefers it on a tie): each device computes its tile from
+  // operands cut locally, not the whole value to cut afterwards.
   void propagate_back() {
     wanted_later_.resize(graph_.instructions.size());
     for (std::size_t v = graph_.instructions.size(); v-- > 0;) {
@@ -395,6 +401,14 @@ private:
       if (!wanted || wanted->is_partial()) continue;
       const auto ask = [&](ir::value_id operand, const ir::sharding& s) {
         if (users_[operand] == 1) wanted_later_[operand] = s;
+      };
+      // Ops with no rule of their own for the layout carried back (reductions, reshape, slice,
+      // concat) pass it on only where the operand keeps all its tiles: on fewer, the
+      // annotation's reshard would have to gather them, where cutting a whole value is local.
+      const auto ask_all_tiles = [&](ir::value_id operand, const ir::sharding& s) {
+        if (detail::tile_product(s, rank_of(operand)) == detail::tile_product(*wanted, ins.shape.rank())) {
+          ask(operand, s);
+        }
       };
       if (ins.code == op::mark_sharding) {
         ask(ins.operands[0], *wanted);
@@ -414,9 +428,65 @@ private:
           if (!reduced) from_result[a] = static_cast<std::int64_t>(j);
           if (!reduced || ins.attrs.flag) ++j;
         }
-        ask(x, detail::regroup(*wanted, ins.shape.rank(), from_result, devices_));
+        ask_all_tiles(x, detail::regroup(*wanted, ins.shape.rank(), from_result, devices_));
+      } else if (ins.code == op::reshape && ins.shape.numel() > 0) {
+        ask_all_tiles(ins.operands[0], reshape_operand_sharding(ins, *wanted));
+      } else if (ins.code == op::slice || ins.code == op::concat) {
+        // The dimensions taken whole (all but the concatenated one) keep their tiles.
+        for (const ir::value_id u : ins.operands) {
+          std::vector<std::int64_t> kept = detail::identity_dims(ins.shape.rank());
+          for (std::size_t a = 0; a < kept.size(); ++a) {
+            const bool whole =
+                ins.code == op::slice ? takes_whole(ins, a) : a != static_cast<std::size_t>(ins.attrs.ints[0]);
+            if (!whole) kept[a] = -1;
+          }
+          ask_all_tiles(u, detail::regroup(*wanted, ins.shape.rank(), kept, devices_));
+        }
+      } else if (ins.code == op::matmul && multiplies_shards(ins)) {
+        // Only towards an operand whose partner is laid out for the product already (before
+        // the forward pass, as a parameter, an annotation or a constant is): otherwise an
+        // operand computed on the product's tiles could cost a collective that multiplying
+        // the operands as they come would not.
+        const auto [a_wanted, b_wanted] = matmul_operand_shardings(ins, *wanted);
+        const ir::value_id a = ins.operands[0], b = ins.operands[1];
+        if (known_to_hold(b, b_wanted)) ask(a, a_wanted);
+        if (known_to_hold(a, a_wanted)) ask(b, b_wanted);
       }
     }
+  }
+
+  // The operand sharding from which reshape `ins` makes `result` (as far as reshape() keeps
+  // tiles: a run's major dimension, even tiles on both sides; the rest whole).
+  ir::sharding reshape_operand_sharding(const ir::instruction& ins, const ir::sharding& result) const {
+    const xlite::shape& in = global(ins.operands[0]).shape;
+    std::vector<std::int64_t> from_result(in.rank(), -1);
+    for (const detail::reshape_group& g : detail::reshape_groups(in, ins.shape)) {
+      const std::size_t major_in = detail::run_major(in, g.in_begin, g.in_end);
+      const std::size_t major_out = detail::run_major(ins.shape, g.out_begin, g.out_end);
+      if (major_in == g.in_end || major_out == g.out_end) continue;
+      const std::int64_t tiles = result.tile_count(major_out);
+      if (in[major_in] % tiles == 0 && ins.shape[major_out] % tiles == 0) {
+        from_result[major_in] = static_cast<std::int64_t>(major_out);
+      }
+    }
+    return detail::regroup(result, ins.shape.rank(), from_result, devices_);
+  }
+
+  // Whether value v, laid out as `s`, serves an op that wants it as `wanted` without moving:
+  // it is laid out so, or every device holds it whole (and cuts it locally).
+  bool serves(const ir::sharding& s, ir::value_id v, const ir::sharding& wanted) const {
+    return !s.is_partial() &&
+           (detail::tile_product(s, rank_of(v)) == 1 || detail::same_layout(s, wanted, rank_of(v), devices_));
+  }
+
+  // Whether v's layout, known before the forward pass decides it, serves `wanted`.
+  bool known_to_hold(ir::value_id v, const ir::sharding& wanted) const {
+    const ir::instruction& ins = global(v);
+    if (ins.code == op::parameter) {
+      return serves(parameter_shardings_[static_cast<std::size_t>(ins.attrs.ints[0])], v, wanted);
+    }
+    if (ins.code == op::mark_sharding) return serves(ir::sharding::from_ints(ins.attrs.ints), v, wanted);
+    return info(ins.code).kind == op_kind::source; // constants and iota: whole
   }
 
   value elementwise(const ir::instruction& ins) {
@@ -429,12 +499,9 @@ private:
     }
     const std::size_t rank = ins.shape.rank();
     const std::optional<ir::sharding>& later = wanted_later_[values_.size()];
-    // The sharding a later mark_sharding asks for, when no operand has to move for it: each is
-    // whole (and cut locally) or laid out so already.
+    // The sharding a later mark_sharding asks for, when no operand has to move for it.
     const auto fits_later = [&](ir::value_id v) {
-      const ir::sharding& s = values_[v].sharding;
-      return !s.is_partial() && (detail::tile_product(s, rank_of(v)) == 1 ||
-                                 detail::same_layout(s, operand_sharding(v, ins.shape, *later), rank_of(v), devices_));
+      return serves(values_[v].sharding, v, operand_sharding(v, ins.shape, *later));
     };
     if (later && std::ranges::all_of(x, fits_later)) return on_shards(ins, *later);
     // Else the operand sharding that cuts the result into the most tiles, on a tie the first,
@@ -558,12 +625,43 @@ private:
     std::size_t a_m, a_k, b_k, b_n;
   };
 
+  operand_axes axes_of(const ir::instruction& ins) const {
+    const std::size_t ra = rank_of(ins.operands[0]), rb = rank_of(ins.operands[1]);
+    const bool ta = ins.attrs.ints[0] != 0, tb = ins.attrs.ints[1] != 0;
+    return {.a_batched = ra > 2,
+            .b_batched = rb > 2,
+            .a_m = ta ? ra - 1 : ra - 2,
+            .a_k = ta ? ra - 2 : ra - 1,
+            .b_k = tb ? rb - 1 : rb - 2,
+            .b_n = tb ? rb - 2 : rb - 1};
+  }
+
+  // The operand shardings whose tiles multiply into a product laid out as `result`: a takes
+  // its batch and row tiles, b its batch and column tiles, both whole along k.
+  std::pair<ir::sharding, ir::sharding> matmul_operand_shardings(const ir::instruction& ins,
+                                                                 const ir::sharding& result) const {
+    const operand_axes axes = axes_of(ins);
+    const std::size_t batch = ins.shape.rank() - 2;
+    std::vector<std::int64_t> a_from(rank_of(ins.operands[0]), -1), b_from(rank_of(ins.operands[1]), -1);
+    if (axes.a_batched) std::iota(a_from.begin(), a_from.begin() + static_cast<std::ptrdiff_t>(batch), 0);
+    if (axes.b_batched) std::iota(b_from.begin(), b_from.begin() + static_cast<std::ptrdiff_t>(batch), 0);
+    a_from[axes.a_m] = static_cast<std::int64_t>(batch);
+    b_from[axes.b_n] = static_cast<std::int64_t>(batch + 1);
+    return {detail::regroup(result, ins.shape.rank(), a_from, devices_),
+            detail::regroup(result, ins.shape.rank(), b_from, devices_)};
+  }
+
   value matmul(const ir::instruction& ins) {
     const ir::value_id a = ins.operands[0], b = ins.operands[1];
     const std::size_t ra = rank_of(a), rb = rank_of(b), batch = ins.shape.rank() - 2;
-    const bool ta = ins.attrs.ints[0] != 0, tb = ins.attrs.ints[1] != 0;
-    const operand_axes axes{ra > 2,           rb > 2,           ta ? ra - 1 : ra - 2, ta ? ra - 2 : ra - 1,
-                            tb ? rb - 1 : rb - 2, tb ? rb - 2 : rb - 1};
+    // The layout a later mark_sharding asks for, when neither operand has to move for it.
+    if (const std::optional<ir::sharding>& later = wanted_later_[values_.size()]) {
+      const auto [a_wanted, b_wanted] = matmul_operand_shardings(ins, *later);
+      if (serves(values_[a].sharding, a, a_wanted) && serves(values_[b].sharding, b, b_wanted)) {
+        return product(ins, reshard(a, a_wanted), reshard(b, b_wanted), *later);
+      }
+    }
+    const operand_axes axes = axes_of(ins);
     value va = contraction_operand(a, axes.a_k), vb = contraction_operand(b, axes.b_k);
     if (auto together = combine(va.sharding, vb.sharding, axes, batch)) return product(ins, va, vb, *together);
     // Reshard the operand that is cheaper to move to the other's batch and contracting tiles.
