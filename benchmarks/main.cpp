@@ -8,6 +8,10 @@
 #include <cstdlib>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "bench_common.hpp"
 #include "xlite/core/cpu_features.hpp"
 
@@ -44,12 +48,22 @@ std::string register_peers() {
   return peers.empty() ? "none" : peers.substr(1);
 }
 
+// Whether CPUID leaf 0x1D, the AMX tile geometry, reads as zeros on an x86 CPU.
+bool amx_leaf_hidden() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(0x1d, 1, &eax, &ebx, &ecx, &edx) && eax == 0 && ebx == 0 && ecx == 0;
+#else
+  return false;
+#endif
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   // oneDNN 2.6 builds its AMX tile setup from CPUID leaf 0x1D and dies where a hypervisor
-  // hides the leaf; cap it below AMX unless the user chose otherwise (peer_onednn.cpp).
-  setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 0);
+  // hides the leaf; there, cap it below AMX unless the user chose otherwise (peer_onednn.cpp).
+  if (amx_leaf_hidden()) setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 0);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   xlite::bench::register_machine_limits();

@@ -3,8 +3,9 @@
 // parallelises with OpenMP here, so the thread count is OpenMP's.
 //
 // On machines whose hypervisor hides CPUID leaf 0x1D (AMX tile geometry), oneDNN 2.6 dies
-// with SIGILL when it sets up AMX tiles; main.cpp caps it with
-// ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 unless the variable is already set.
+// with SIGILL when it sets up AMX tiles; there main.cpp caps it with
+// ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 unless the variable is already set. Elsewhere it
+// runs its own AMX kernels, the peer xlite's AMX path is measured against.
 
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>

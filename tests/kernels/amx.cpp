@@ -133,17 +133,31 @@ TEST_CASE("the bf16 gemm takes the AMX path exactly when AMX is usable", "[amx]"
 TEST_CASE("the AMX path, on modelled tiles, accumulates each k-pair even then odd, bit for bit", "[amx]") {
   using path = xlite::kernels::gemm_detail::amx_path<model_tiles>;
   std::mt19937 rng(11);
-  for (int trial = 0; trial < 24; ++trial) {
-    const xlite_test::gemm_case g = xlite_test::random_case(rng, trial < 20 ? 45 : 130);
+  for (int trial = 0; trial < 30; ++trial) {
+    // The last ones have k in whole 32-k blocks, where a bfloat16 A that is not transposed
+    // is read in place (n within a column block) or packed (wider).
+    const std::int64_t sizes[][3] = {{70, 45, 96},   {33, 300, 64}, {64, 31, 32},
+                                     {96, 256, 160}, {40, 20, 33},  {35, 7, 288}};
+    const xlite_test::gemm_case g =
+        trial < 24
+            ? xlite_test::random_case(rng, trial < 20 ? 45 : 130)
+            : xlite_test::random_case_of_size(rng, sizes[trial - 24][0], sizes[trial - 24][1], sizes[trial - 24][2]);
     INFO("m " << g.m << ", n " << g.n << ", k " << g.k << ", batch " << g.batch << ", trans " << g.trans_a << g.trans_b
               << ", alpha " << g.alpha << ", beta " << g.beta);
-    std::vector<float> c = g.c;
+    std::vector<float> c = g.c, from_bf16 = g.c;
+    const std::vector<xlite::bfloat16> a(g.a.begin(), g.a.end()), b(g.b.begin(), g.b.end());
     const auto args = xlite_test::args_of<float, float>(g, g.a.data(), g.b.data(), c.data(), gemm_precision::bf16);
+    const auto bf16_args =
+        xlite_test::args_of<xlite::bfloat16, float>(g, a.data(), b.data(), from_bf16.data(), gemm_precision::bf16);
     xlite::kernels::gemm_detail::validate(args);
-    if (g.m > 0 && g.n > 0) xlite::kernels::gemm_detail::run_path<path>(args, {});
+    if (g.m > 0 && g.n > 0) {
+      xlite::kernels::gemm_detail::run_path<path>(args, {});
+      xlite::kernels::gemm_detail::run_path<path>(bf16_args, {});
+    }
     xlite_test::check_against_double(g, c, true, false);
     // Intel's pseudo-code, even product then odd, is k in order: a naive loop on the rounded inputs.
     const std::vector<float> expected = xlite_test::naive_chain(g, true, true);
     CHECK(xlite_test::same_bits(c, expected));
+    CHECK(xlite_test::same_bits(from_bf16, expected)); // A packed or in place alike
   }
 }

@@ -125,19 +125,33 @@ bool answers_without_sigill(Probe&& probe) {
 
 // ---- the micro-kernel --------------------------------------------------------------------------
 
-// Packed panels: A in blocks of 32 k (16 pairs): rows 0..31 of 16 pair words each (a tile
-// pair: rows 0-15 and 16-31, 64 bytes apart); B as the bf16-pair panels of
-// gemm_pack.hpp with 32 columns (a tile is 16 columns, rows 128 bytes apart). `blocks`
-// counts the 32-k blocks.
+// A's 32 rows in blocks of 32 k (16 pairs, 64 bytes a row): each block's rows `row_bytes`
+// apart, blocks `block_bytes` apart. Packed panels hold a block's rows one after another;
+// a row-major bfloat16 A holds them in place, a row apart (packed() and in_place()).
+// B is in the bf16-pair panels of gemm_pack.hpp with 32 columns (a tile is 16 columns,
+// rows 128 bytes apart).
 inline constexpr int mr = 32;
 inline constexpr int nr = 32;
 inline constexpr int pairs_per_block = 16;
 
+struct a_blocks {
+  const unsigned char* data;
+  std::int64_t row_bytes;
+  std::int64_t block_bytes;
+
+  static a_blocks packed(const std::uint32_t* panel) {
+    return {reinterpret_cast<const unsigned char*>(panel), 64, mr * 64};
+  }
+  static a_blocks in_place(const void* first_row, std::int64_t row_bytes) {
+    return {static_cast<const unsigned char*>(first_row), row_bytes, 64};
+  }
+};
+
 // C tile (32 x 32, row distance ldc floats) = acc, where acc starts at 0 (start_scale 0)
-// or C (start_scale 1) and takes the blocks in order; the caller scales for other cases.
+// or C (start_scale 1) and takes `blocks` blocks in order; the caller scales for other cases.
 template <class Tiles>
-void micro_kernel(Tiles& tiles, std::int64_t blocks, const std::uint32_t* a, const std::uint32_t* b, float* c,
-                  std::int64_t ldc, bool start_from_c) {
+void micro_kernel(Tiles& tiles, std::int64_t blocks, a_blocks a, const std::uint32_t* b, float* c, std::int64_t ldc,
+                  bool start_from_c) {
   const auto c_stride = static_cast<std::int64_t>(ldc * sizeof(float));
   if (start_from_c) {
     tiles.template load<0>(c, c_stride);
@@ -151,10 +165,10 @@ void micro_kernel(Tiles& tiles, std::int64_t blocks, const std::uint32_t* a, con
     tiles.template zero<3>();
   }
   for (std::int64_t block = 0; block < blocks; ++block) {
-    const std::uint32_t* a_block = a + block * mr * pairs_per_block;
+    const unsigned char* a_block = a.data + block * a.block_bytes;
     const std::uint32_t* b_block = b + block * pairs_per_block * nr;
-    tiles.template load<4>(a_block, 64);
-    tiles.template load<5>(a_block + 16 * pairs_per_block, 64);
+    tiles.template load<4>(a_block, a.row_bytes);
+    tiles.template load<5>(a_block + 16 * a.row_bytes, a.row_bytes);
     tiles.template load<6>(b_block, 128);
     tiles.template load<7>(b_block + 16, 128);
     tiles.template dpbf16ps<0, 4, 6>();

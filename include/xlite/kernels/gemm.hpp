@@ -216,8 +216,12 @@ struct path_traits {
   static void begin_task() {}
   static void end_task() {}
 
-  // Whether the path's micro-kernel can also read A where it is (Path::micro_in_place).
+  // Whether the path's micro-kernel can also read A where it is (Path::micro_in_place): for
+  // k blocks of a multiple of in_place_k_multiple elements, and, unless in_place_when_wide,
+  // only while C is one column block wide (a_read_in_place).
   static constexpr bool reads_a_in_place = false;
+  static constexpr std::int64_t in_place_k_multiple = Steps == step_kind::floats ? 1 : 2;
+  static constexpr bool in_place_when_wide = Steps != step_kind::floats;
 };
 
 template <step_kind Steps>
@@ -303,8 +307,8 @@ struct amx_path : path_traits<amx_path<Tiles>, std::uint32_t, amx::mr, amx::nr, 
   static void begin_task() { tiles().configure(amx::kernel_config()); }
   static void end_task() { tiles().release(); }
 
-  static void micro(std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t ldc,
-                    const tile_update& u) {
+  static void run_micro(std::int64_t s, amx::a_blocks a, const std::uint32_t* b, float* c, std::int64_t ldc,
+                        const tile_update& u) {
     const auto scale = [&](float factor) {
       for (int i = 0; i < amx::mr; ++i) {
         for (int j = 0; j < amx::nr; ++j) c[i * ldc + j] *= factor;
@@ -313,6 +317,19 @@ struct amx_path : path_traits<amx_path<Tiles>, std::uint32_t, amx::mr, amx::nr, 
     if (u.start_scale != 0.0f && u.start_scale != 1.0f) scale(u.start_scale); // the tiles start from C or 0
     amx::micro_kernel(tiles(), s / block, a, b, c, ldc, u.start_scale != 0.0f);
     if (u.alpha != 1.0f) scale(u.alpha);
+  }
+  static void micro(std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t ldc,
+                    const tile_update& u) {
+    run_micro(s, amx::a_blocks::packed(a), b, c, ldc, u);
+  }
+  // A read in place: bfloat16 rows hold a block's 16 pairs in 64 contiguous bytes, a tile
+  // row, so whole blocks of 32 k need no packing.
+  static constexpr bool reads_a_in_place = true;
+  static constexpr std::int64_t in_place_k_multiple = 2 * block;
+  static constexpr bool in_place_when_wide = false;
+  static void micro_in_place(std::int64_t s, const void* a, std::int64_t row_bytes, const std::uint32_t* b, float* c,
+                             std::int64_t ldc, const tile_update& u) {
+    run_micro(s, amx::a_blocks::in_place(a, row_bytes), b, c, ldc, u);
   }
 };
 #endif
@@ -359,19 +376,21 @@ void for_tasks(thread_pool* pool, std::int64_t count, std::int64_t grain, Body&&
 // 1.4x faster in fp32 and 3.8x in bf16. For float steps that pays while C is at most one
 // block of columns wide (n <= nc; 2048 x 512 x 2048: 5%); wider, each A panel is read once
 // per column block and the contiguous packed panels win (one thread: n = 1024 5%, 2048^3
-// 4-8%; A's rows lda apart share cache sets, at powers of two most). bf16 pairs read A in
-// place at every width: their packing of A gathers pairs row by row and costs more, and
-// in place they reach 89% of the VDPBF16PS peak at 2048^3. It needs A of the panels' own
-// element type (float steps: float; bf16 pairs: bfloat16, whole pairs), which also means
-// no rounding to do while packing.
+// 4-8%; A's rows lda apart share cache sets, at powers of two most). VDPBF16PS pairs read
+// A in place at every width: their packing of A gathers pairs row by row and costs more,
+// and in place they reach 89% of the VDPBF16PS peak at 2048^3. AMX reads whole 32-k blocks
+// in place while C is one column block wide (4096 x 1024 x 64: 5.6x); wider, its tile
+// loads of rows lda apart lose to packed panels (2048^3: about 10%). It needs A of the
+// panels' own element type (float steps: float; bf16 pairs: bfloat16, whole pairs), which
+// also means no rounding to do while packing.
 template <class Path, class In>
 bool a_read_in_place(const problem<In>& p, std::int64_t kb) {
   if constexpr (Path::reads_a_in_place) {
     constexpr bool same_values = Path::steps_kind == step_kind::floats ? std::is_same_v<In, float>
                                                                         : std::is_same_v<In, bfloat16>;
     if constexpr (same_values) {
-      const bool whole_steps = Path::steps_kind == step_kind::floats || kb % 2 == 0;
-      const bool narrow_enough = Path::steps_kind != step_kind::floats || p.n <= Path::nc;
+      const bool whole_steps = kb % Path::in_place_k_multiple == 0;
+      const bool narrow_enough = Path::in_place_when_wide || p.n <= Path::nc;
       return !p.trans_a && whole_steps && narrow_enough;
     }
   }
