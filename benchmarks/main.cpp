@@ -48,11 +48,12 @@ std::string register_peers() {
   return peers.empty() ? "none" : peers.substr(1);
 }
 
-// Whether CPUID leaf 0x1D, the AMX tile geometry, reads as zeros on an x86 CPU.
+// Whether CPUID leaf 0x1D, the AMX tile geometry, is missing or reads as zeros on an x86
+// CPU (a needless cap where there is no AMX costs nothing).
 bool amx_leaf_hidden() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid_count(0x1d, 1, &eax, &ebx, &ecx, &edx) && eax == 0 && ebx == 0 && ecx == 0;
+  return !__get_cpuid_count(0x1d, 1, &eax, &ebx, &ecx, &edx) || (eax == 0 && ebx == 0 && ecx == 0);
 #else
   return false;
 #endif

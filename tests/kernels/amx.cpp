@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -133,15 +134,18 @@ TEST_CASE("the bf16 gemm takes the AMX path exactly when AMX is usable", "[amx]"
 TEST_CASE("the AMX path, on modelled tiles, accumulates each k-pair even then odd, bit for bit", "[amx]") {
   using path = xlite::kernels::gemm_detail::amx_path<model_tiles>;
   std::mt19937 rng(11);
-  for (int trial = 0; trial < 30; ++trial) {
-    // The last ones have k in whole 32-k blocks, where a bfloat16 A that is not transposed
-    // is read in place (n within a column block) or packed (wider).
-    const std::int64_t sizes[][3] = {{70, 45, 96},   {33, 300, 64}, {64, 31, 32},
-                                     {96, 256, 160}, {40, 20, 33},  {35, 7, 288}};
-    const xlite_test::gemm_case g =
-        trial < 24
-            ? xlite_test::random_case(rng, trial < 20 ? 45 : 130)
-            : xlite_test::random_case_of_size(rng, sizes[trial - 24][0], sizes[trial - 24][1], sizes[trial - 24][2]);
+  // Then sizes with k in whole 32-k blocks and A not transposed, where a bfloat16 A is read
+  // in place: in one k block and in two (k > kc = 1024), with a packed last block of 16 k
+  // and a packed last panel of fewer than 32 rows; and, wider than a column block or with
+  // k not in whole blocks, packed.
+  const std::int64_t sizes[][3] = {{70, 45, 96},   {64, 31, 32},   {96, 256, 160}, {35, 7, 288},
+                                   {40, 33, 1056}, {33, 20, 1040}, {33, 300, 64},  {40, 20, 33}};
+  constexpr int random_trials = 24;
+  for (int trial = 0; trial < random_trials + static_cast<int>(std::size(sizes)); ++trial) {
+    const auto* size = trial < random_trials ? nullptr : sizes[trial - random_trials];
+    const xlite_test::gemm_case g = size == nullptr
+                                        ? xlite_test::random_case(rng, trial < 20 ? 45 : 130)
+                                        : xlite_test::random_case_of_size(rng, size[0], size[1], size[2], false);
     INFO("m " << g.m << ", n " << g.n << ", k " << g.k << ", batch " << g.batch << ", trans " << g.trans_a << g.trans_b
               << ", alpha " << g.alpha << ", beta " << g.beta);
     std::vector<float> c = g.c, from_bf16 = g.c;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -41,8 +42,10 @@ struct gemm_case {
   }
 };
 
-// A random problem of the given sizes: layouts, scalars, batch, padding and values random.
-inline gemm_case random_case_of_size(std::mt19937& rng, std::int64_t m, std::int64_t n, std::int64_t k) {
+// A random problem of the given sizes: layouts, scalars, batch, padding and values random,
+// A transposed or not as `trans_a` says when it is given.
+inline gemm_case random_case_of_size(std::mt19937& rng, std::int64_t m, std::int64_t n, std::int64_t k,
+                                     std::optional<bool> trans_a = std::nullopt) {
   std::uniform_int_distribution<int> coin(0, 1);
   std::uniform_int_distribution<int> pad(0, 3);
   gemm_case g;
@@ -51,6 +54,7 @@ inline gemm_case random_case_of_size(std::mt19937& rng, std::int64_t m, std::int
   g.k = k;
   g.batch = std::uniform_int_distribution<std::int64_t>(1, 3)(rng);
   g.trans_a = coin(rng);
+  if (trans_a) g.trans_a = *trans_a; // after the draw, so that the other draws stay the same
   g.trans_b = coin(rng);
   const float alphas[] = {1.0f, 1.0f, -0.5f, 2.0f};
   const float betas[] = {0.0f, 0.0f, 1.0f, 0.75f};

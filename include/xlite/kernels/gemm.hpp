@@ -327,6 +327,7 @@ struct amx_path : path_traits<amx_path<Tiles>, std::uint32_t, amx::mr, amx::nr, 
   static constexpr bool reads_a_in_place = true;
   static constexpr std::int64_t in_place_k_multiple = 2 * block;
   static constexpr bool in_place_when_wide = false;
+  static_assert(amx_path::kc % in_place_k_multiple == 0, "every k block but the last can be read in place");
   static void micro_in_place(std::int64_t s, const void* a, std::int64_t row_bytes, const std::uint32_t* b, float* c,
                              std::int64_t ldc, const tile_update& u) {
     run_micro(s, amx::a_blocks::in_place(a, row_bytes), b, c, ldc, u);
