@@ -14,6 +14,7 @@ packages=(
   libboost-dev libxtensor-dev xtl-dev libxsimd-dev zlib1g-dev
   # tests and benchmarks
   catch2 libbenchmark-dev nlohmann-json3-dev # the profiler's tests parse its JSON
+  python3-numpy # the io tests exchange .npy and safetensors files with NumPy
   # data: the Fashion-MNIST training example and the data tests
   dataset-fashion-mnist
 )

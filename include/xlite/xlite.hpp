@@ -10,6 +10,7 @@
 #include "xlite/expr.hpp"
 #include "xlite/expr/matmul.hpp"
 #include "xlite/expr/xtensor.hpp"
+#include "xlite/io.hpp"
 #include "xlite/kernels.hpp"
 #include "xlite/lazy.hpp"
 #include "xlite/optim.hpp"
