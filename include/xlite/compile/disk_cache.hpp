@@ -6,20 +6,16 @@
 //   <dir>/<key as 16 hex digits>.xlc    header (32 bytes) + serialize(cache_record)
 //
 // The header holds a magic string, the format version, the payload's size and a checksum
-// of it. A file is written under a temporary name, synced, and renamed over the final name:
-// rename is atomic, so a reader (or a crash) never sees half an entry, and two processes
+// of it. A file is written under a temporary name, synced, and renamed over the final name
+// (core/atomic_file.hpp): rename is atomic, so a reader (or a crash) never sees half an entry, and two processes
 // storing the same key leave one whole entry. An entry that is truncated, damaged or of
 // another format version is reported once, as a warning, and treated as a miss; the
 // recompiled program then replaces it. (What decoding checks, and what the checksum is
 // for: compile/serialize.hpp.) Reads refresh an entry's modification time, and a
 // store past the size bound removes the entries read least recently.
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -28,14 +24,13 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
-#include <optional>
-#include <random>
 #include <set>
 #include <string>
 #include <system_error>
 #include <vector>
 
 #include "xlite/compile/serialize.hpp"
+#include "xlite/core/atomic_file.hpp"
 #include "xlite/ir/graph.hpp"
 
 namespace xlite::compile {
@@ -122,21 +117,14 @@ public:
     bytes += payload;
     if (bytes.size() > max_bytes_) return false; // it would evict everything, itself included
     const std::filesystem::path path = entry_path(key);
-    const std::filesystem::path temporary = temporary_path(path);
-    if (const auto failure = write_synced(temporary, bytes)) {
-      std::error_code ignored;
-      std::filesystem::remove(temporary, ignored);
-      warn_unwritable(*failure);
+    try {
+      atomic_file file(path, "compilation cache: store");
+      file.write(bytes);
+      file.commit();
+    } catch (const io_error& e) {
+      warn_unwritable(e.what());
       return false;
     }
-    std::error_code failure;
-    std::filesystem::rename(temporary, path, failure);
-    if (failure) {
-      std::filesystem::remove(temporary, failure);
-      warn_unwritable(failure.message());
-      return false;
-    }
-    sync_directory();
     evict_beyond_bound(path);
     return true;
   }
@@ -192,47 +180,6 @@ private:
   void warn_once(const std::string& about, const std::string& text) {
     std::scoped_lock lock(mutex_);
     if (warned_.insert(about).second) std::cerr << "xlite: warning: " << text << '\n';
-  }
-
-  // Unique across threads, processes and containers sharing the directory (whose process
-  // ids may coincide): the final name, the process id, a counter and random bits.
-  static std::filesystem::path temporary_path(const std::filesystem::path& path) {
-    static std::atomic<std::uint64_t> counter{0};
-    static const std::uint64_t salt = [] {
-      std::random_device entropy;
-      return (std::uint64_t{entropy()} << 32) ^ entropy();
-    }();
-    return path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." +
-           std::to_string(salt);
-  }
-
-  // Writes and fsyncs `bytes` to a new file; the reason on failure.
-  static std::optional<std::string> write_synced(const std::filesystem::path& path, const std::string& bytes) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return std::generic_category().message(errno);
-    std::size_t written = 0;
-    while (written < bytes.size()) {
-      const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int cause = errno;
-        ::close(fd);
-        return std::generic_category().message(cause);
-      }
-      written += static_cast<std::size_t>(n);
-    }
-    const bool synced = ::fsync(fd) == 0;
-    const int cause = errno;
-    if (::close(fd) != 0 || !synced) return std::generic_category().message(cause);
-    return std::nullopt;
-  }
-
-  // So the rename itself survives a power cut.
-  void sync_directory() const {
-    const int fd = ::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;
-    ::fsync(fd);
-    ::close(fd);
   }
 
   struct entry {

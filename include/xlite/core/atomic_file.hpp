@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstddef>
 #include <filesystem>
 #include <random>
@@ -75,12 +77,17 @@ public:
   }
 
 private:
-  // "<name>.tmp.<pid>.<random>": unique per writer, so writers of one path never share it.
+  // "<name>.tmp.<pid>.<counter>.<salt>": unique across threads, processes and containers
+  // sharing the directory (whose process ids may coincide). Readers of a directory (the
+  // compilation cache) recognise and clean up the ".tmp." files a crashed writer leaves.
   static std::filesystem::path temporary_beside(const std::filesystem::path& path) {
-    thread_local std::mt19937_64 random{std::random_device{}()};
-    auto temporary = path;
-    temporary += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(random() % 1000000007);
-    return temporary;
+    static std::atomic<std::uint64_t> counter{0};
+    static const std::uint64_t salt = [] {
+      std::random_device entropy;
+      return (std::uint64_t{entropy()} << 32) ^ entropy();
+    }();
+    return path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." +
+           std::to_string(salt);
   }
 
   [[noreturn]] void fail(std::string_view problem, int error) const {

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "xlite/core/atomic_file.hpp"
 #include "xlite/core/env.hpp"
 #include "xlite/core/error.hpp"
 
@@ -324,34 +325,6 @@ inline std::string reason(int error) {
   return error == 0 ? std::string() : ": " + std::generic_category().message(error);
 }
 
-// Writes to a temporary file beside `path`, then renames it over `path`: a viewer opening
-// the file meanwhile sees the empty file start() made or the whole profile, never half.
-inline void write_atomically(const std::filesystem::path& path, std::string_view shown_path, std::string_view text) {
-  auto partial = path;
-  partial += ".partial";
-  errno = 0;
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      const int error = errno;
-      std::error_code ignored;
-      std::filesystem::remove(partial, ignored);
-      throw io_error(xlite::detail::message("profiler::stop(): cannot write the profile '", shown_path, "' (through '",
-                                            partial.string(), "')", reason(error)));
-    }
-  }
-  std::error_code failure;
-  std::filesystem::rename(partial, path, failure);
-  if (failure) {
-    std::error_code ignored;
-    std::filesystem::remove(partial, ignored);
-    throw io_error(xlite::detail::message("profiler::stop(): cannot move the finished profile to '", shown_path,
-                                          "': ", failure.message()));
-  }
-}
-
 inline void start(const std::filesystem::path& path, std::string_view started_by) {
   auto& s = state();
   std::scoped_lock lock(s.mutex);
@@ -404,7 +377,11 @@ inline void stop() {
   detail::recording.store(false, std::memory_order_relaxed);
   auto events = std::move(s.events);
   s.events = {};
-  detail::write_atomically(s.path, s.shown_path, detail::to_json(events));
+  // Atomically: a viewer opening the file meanwhile sees the empty file start() made or the
+  // whole profile, never half.
+  atomic_file file(s.path, "profiler::stop: the profile");
+  file.write(detail::to_json(events));
+  file.commit();
 }
 
 // An interval measured elsewhere, e.g. by a device worker around an execution. Only the
