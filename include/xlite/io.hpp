@@ -1,9 +1,11 @@
 #pragma once
 
 // Saving and loading tensors: safetensors files (save, load, load_metadata) for host and
-// lazy tensors of every dtype, and NumPy's .npy files (save_npy, load_npy). Both write
-// atomically and validate what they read.
+// lazy tensors of every dtype, NumPy's .npy files (save_npy, load_npy), and sharded
+// checkpoints (save_sharded, load_sharded, consolidate). Every writer is atomic and every
+// reader validates what it reads (docs/io.md).
 
 #include "xlite/io/any_tensor.hpp"
+#include "xlite/io/checkpoint.hpp"
 #include "xlite/io/npy.hpp"
 #include "xlite/io/safetensors.hpp"

@@ -67,18 +67,25 @@ public:
       : type_(dtype_of_v<T>), shape_(t.shape()), host_(reinterpret_cast<const std::byte*>(t.data())) {}
   saved_tensor(const any_tensor& t) : type_(t.type()), shape_(t.shape()), host_(t.bytes().data()) {}
   saved_tensor(const lazy::tensor& t) : type_(t.type()), shape_(t.shape()), lazy_(&t) {}
+  // A tensor of this dtype and shape that make() produces when its turn to be written
+  // comes, so that only one is in memory at a time (a consolidated tensor, a tile).
+  saved_tensor(dtype type, const xlite::shape& s, std::function<any_tensor()> make)
+      : type_(type), shape_(s), make_(std::move(make)) {}
 
   dtype type() const noexcept { return type_; }
   const xlite::shape& shape() const noexcept { return shape_; }
   std::int64_t byte_size() const noexcept { return shape_.numel() * static_cast<std::int64_t>(size_of(type_)); }
-  const lazy::tensor* lazy() const noexcept { return lazy_; }          // null for a host tensor
-  const std::byte* host_bytes() const noexcept { return host_; }       // null for a lazy tensor
+  const lazy::tensor* lazy() const noexcept { return lazy_; }
+  const std::byte* host_bytes() const noexcept { return host_; }
+  const std::function<any_tensor()>& make() const noexcept { return make_; }
 
 private:
   dtype type_;
   xlite::shape shape_;
+  // One of the three is set.
   const std::byte* host_ = nullptr;
   const lazy::tensor* lazy_ = nullptr;
+  std::function<any_tensor()> make_;
 };
 
 namespace io::detail {
@@ -130,7 +137,9 @@ inline std::string json_integers(std::span<const std::int64_t> values) {
 }
 
 // The header for `tensors` laid out in this order, padded so the data is 8-byte aligned.
-inline std::string header_json(const std::vector<std::pair<std::string, saved_tensor>>& tensors,
+using named_tensors = std::vector<std::pair<std::string, saved_tensor>>;
+
+inline std::string header_json(const named_tensors& tensors,
                                const tensor_metadata& metadata) {
   std::string json = "{";
   if (!metadata.empty()) {
@@ -153,33 +162,39 @@ inline std::string header_json(const std::vector<std::pair<std::string, saved_te
   return json;
 }
 
-inline void save_entries(const std::filesystem::path& path, std::vector<std::pair<std::string, saved_tensor>> tensors,
-                         const tensor_metadata& metadata, source_location where) {
+inline void check_names(const named_tensors& tensors, const std::filesystem::path& path, std::string_view what) {
   std::set<std::string_view> names;
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__") {
-      throw value_error(xlite::detail::message("save('", path.string(),
+      throw value_error(xlite::detail::message(what, "('", path.string(),
                                                "'): '__metadata__' is the format's own key, not a tensor name"));
     }
     if (!names.insert(name).second) {
-      throw value_error(xlite::detail::message("save('", path.string(), "'): the name '", name, "' is given twice"));
+      throw value_error(xlite::detail::message(what, "('", path.string(), "'): the name '", name, "' is given twice"));
     }
   }
+}
+
+// One launch computes every pending lazy tensor, so what they share is computed once.
+inline void compute_pending(const named_tensors& tensors, source_location where) {
+  std::vector<std::shared_ptr<lazy::detail::tensor_state>> pending;
+  std::scoped_lock lock(lazy::detail::registry().mutex);
+  for (const auto& [name, t] : tensors) {
+    if (t.lazy() && t.lazy()->state()->pending) pending.push_back(t.lazy()->state());
+  }
+  if (!pending.empty()) lazy::detail::launch_by_device(std::move(pending), {"save", where});
+}
+
+inline void save_entries(const std::filesystem::path& path, named_tensors tensors, const tensor_metadata& metadata,
+                         source_location where) {
+  check_names(tensors, path, "save");
   // Widest elements first, then by name, as safetensors writes them: every tensor starts
   // aligned to its element size.
   std::ranges::sort(tensors, [](const auto& a, const auto& b) {
     const auto wa = size_of(a.second.type()), wb = size_of(b.second.type());
     return wa != wb ? wa > wb : a.first < b.first;
   });
-  // One launch computes every pending lazy tensor, so what they share is computed once.
-  {
-    std::vector<std::shared_ptr<lazy::detail::tensor_state>> pending;
-    std::scoped_lock lock(lazy::detail::registry().mutex);
-    for (const auto& [name, t] : tensors) {
-      if (t.lazy() && t.lazy()->state()->pending) pending.push_back(t.lazy()->state());
-    }
-    if (!pending.empty()) lazy::detail::launch_by_device(std::move(pending), {"save", where});
-  }
+  compute_pending(tensors, where);
   const std::string header = header_json(tensors, metadata);
   atomic_file file(path, "save");
   std::array<std::byte, 8> length{};
@@ -192,8 +207,16 @@ inline void save_entries(const std::filesystem::path& path, std::vector<std::pai
     if (const lazy::tensor* on_device = t.lazy()) {
       lazy::detail::transfer_to_host(*on_device, {"save", where},
                                      [&](const runtime::buffer& value) { file.write(std::span(value.data(), bytes)); });
-    } else {
+    } else if (t.host_bytes()) {
       file.write(std::span(t.host_bytes(), bytes));
+    } else {
+      const any_tensor made = t.make()();
+      if (made.type() != t.type() || made.shape() != t.shape()) {
+        throw value_error(xlite::detail::message("save('", path.string(), "'): tensor '", name, "' was announced as ",
+                                                 xlite::name(t.type()), " ", t.shape(), " but made as ",
+                                                 xlite::name(made.type()), " ", made.shape()));
+      }
+      file.write(made.bytes());
     }
   }
   file.commit();
@@ -306,7 +329,7 @@ requires requires(const std::ranges::range_value_t<Named>& entry) {
 }
 void save(const std::filesystem::path& path, const Named& tensors, const tensor_metadata& metadata = {},
           source_location where = source_location::current()) {
-  std::vector<std::pair<std::string, saved_tensor>> entries;
+  io::detail::named_tensors entries;
   for (const auto& [name, t] : tensors) entries.emplace_back(std::string(name), saved_tensor(t));
   io::detail::save_entries(path, std::move(entries), metadata, where);
 }
@@ -329,6 +352,21 @@ inline std::ifstream open_for_reading(const std::filesystem::path& path, std::st
   return in;
 }
 
+// The elements of `stored`, a tensor of the file `in` whose header is `header`.
+inline any_tensor read_tensor(std::istream& in, const safetensors_header& header, const stored_tensor& stored,
+                              const std::string& context) {
+  any_tensor t(stored.type, stored.shape);
+  const std::span<std::byte> bytes = t.bytes();
+  in.seekg(header.data_start + stored.begin);
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!in) throw io_error(xlite::detail::message(context, ": cannot read tensor '", stored.name, "'"));
+  if (const auto bad = non_boolean(t)) {
+    throw io_error(xlite::detail::message(context, ": tensor '", stored.name, "' is BOOL but its element ", *bad,
+                                          " is ", static_cast<int>(bytes[*bad]), ", not 0 or 1"));
+  }
+  return t;
+}
+
 } // namespace io::detail
 
 // The tensors of the safetensors file at `path`, by name, each read straight into its
@@ -340,15 +378,7 @@ inline tensor_map load(const std::filesystem::path& path) {
   const io::detail::safetensors_header header = io::detail::read_header(in, file_size, context);
   tensor_map tensors;
   for (const io::detail::stored_tensor& stored : header.tensors) {
-    any_tensor t(stored.type, stored.shape);
-    const std::span<std::byte> bytes = t.bytes();
-    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    if (!in) throw io_error(xlite::detail::message(context, ": cannot read tensor '", stored.name, "'"));
-    if (const auto bad = io::detail::non_boolean(t)) {
-      throw io_error(xlite::detail::message(context, ": tensor '", stored.name, "' is BOOL but its element ", *bad,
-                                            " is ", static_cast<int>(bytes[*bad]), ", not 0 or 1"));
-    }
-    tensors.emplace(stored.name, std::move(t));
+    tensors.emplace(stored.name, io::detail::read_tensor(in, header, stored, context));
   }
   return tensors;
 }
