@@ -11,6 +11,7 @@
 
 #include "io_check.hpp"
 #include "xlite/io/npy.hpp"
+#include "xlite/io/npz.hpp"
 #include "xlite/io/safetensors.hpp"
 
 using xlite::tensor;
@@ -93,6 +94,16 @@ TEST_CASE("npy: load_npy never crashes on random or mutated files", "[io][fuzz]"
   xlite::save_npy(valid_path, tensor<float>{{1, 2, 3}, {4, 5, 6}});
   const auto path = dir / "fuzzed.npy";
   const int loaded = fuzz(path, read_bytes(valid_path), [&] { xlite::load_npy(path); }, 4000);
+  CHECK(loaded > 0);
+  CHECK(loaded < 2000);
+}
+
+TEST_CASE("npz: load_npz never crashes on random or mutated archives", "[io][fuzz]") {
+  scratch_directory dir;
+  const auto valid_path = dir / "valid.npz";
+  xlite::save_npz(valid_path, {{"w", tensor<float>{{1, 2}, {3, 4}}}, {"mask", tensor<bool>{true, false}}});
+  const auto path = dir / "fuzzed.npz";
+  const int loaded = fuzz(path, read_bytes(valid_path), [&] { xlite::load_npz(path); }, 4000);
   CHECK(loaded > 0);
   CHECK(loaded < 2000);
 }

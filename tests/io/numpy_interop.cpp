@@ -1,7 +1,8 @@
-// Interchange with NumPy, an independent implementation of both formats' readers and
-// writers: numpy reads xlite's .npy files, and a safetensors reader written in Python
-// (json + numpy, as the format's description says) reads xlite's safetensors; xlite reads
-// numpy's np.save files (C and Fortran order) and that Python writer's safetensors. Both
+// Interchange with NumPy, an independent implementation of the formats' readers and
+// writers: numpy reads xlite's .npy and .npz files, and a safetensors reader written in
+// Python (json + numpy, as the format's description says) reads xlite's safetensors; xlite
+// reads numpy's np.save files (C and Fortran order), np.savez and np.savez_compressed
+// archives, and that Python writer's safetensors. Both
 // sides compute the expected elements from the same formula, each on its own. Skipped,
 // with a warning, where python3 or numpy is missing (scripts/install-deps.sh installs
 // python3-numpy).
@@ -13,6 +14,7 @@
 
 #include "io_check.hpp"
 #include "xlite/io/npy.hpp"
+#include "xlite/io/npz.hpp"
 #include "xlite/io/safetensors.hpp"
 
 using xlite::any_tensor;
@@ -81,12 +83,21 @@ def check(d):
             assert t.shape == shape and np.array_equal(t, expected(kind, shape)), (kind, shape)
     for shape in shapes:
         assert np.array_equal(tensors[name("bfloat16", shape)], bf16_bits(shape)), shape
+    with np.load(f"{d}/xlite.npz") as archive:
+        assert sorted(archive.files) == sorted(name(k, s) for k in kinds for s in shapes), archive.files
+        for kind in kinds:
+            for shape in shapes:
+                a = archive[name(kind, shape)]
+                assert a.dtype == np.dtype(kinds[kind]) and np.array_equal(a, expected(kind, shape)), (kind, shape)
 
 def write(d):
     for kind in kinds:
         for shape in shapes:
             np.save(f"{d}/{name(kind, shape)}.npy", expected(kind, shape))
     np.save(f"{d}/fortran.npy", np.asfortranarray(expected("float32", (2, 3, 4))))
+    arrays = {name(k, s): expected(k, s) for k in kinds for s in shapes}
+    np.savez(f"{d}/numpy.npz", **arrays)
+    np.savez_compressed(f"{d}/compressed.npz", **arrays)
     header, chunks, offset = {"__metadata__": {"written by": "python"}}, [], 0
     entries = [(name(k, s), safetensors_names[k], expected(k, s)) for k in kinds for s in shapes]
     entries += [(name("bfloat16", s), "BF16", bf16_bits(s)) for s in shapes]
@@ -164,6 +175,8 @@ TEST_CASE("numpy reads xlite's .npy and safetensors files", "[io][numpy]") {
   }
   for (const auto& s : shapes) all.emplace(name_of("bfloat16", s), expected(dtype::bf16, s));
   xlite::save(dir / "xlite.safetensors", all, {{"written by", "xlite"}});
+  std::erase_if(all, [](const auto& entry) { return entry.second.type() == dtype::bf16; });
+  xlite::save_npz(dir / "xlite.npz", all);
   CHECK(run_script(dir, "check") == 0);
 }
 
@@ -185,4 +198,12 @@ TEST_CASE("xlite reads numpy's .npy files and a Python-written safetensors file"
   }
   for (const auto& s : shapes) CHECK(from_python.at(name_of("bfloat16", s)) == expected(dtype::bf16, s));
   CHECK(xlite::load_npy(dir / "fortran.npy") == expected(dtype::f32, {2, 3, 4}));
+  for (const char* archive : {"numpy.npz", "compressed.npz"}) {
+    INFO(archive);
+    const xlite::tensor_map arrays = xlite::load_npz(dir / archive);
+    CHECK(arrays.size() == std::size(numpy_dtypes) * std::size(shapes));
+    for (const dtype type : numpy_dtypes) {
+      for (const auto& s : shapes) CHECK(arrays.at(name_of(name(type), s)) == expected(type, s));
+    }
+  }
 }

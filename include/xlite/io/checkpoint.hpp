@@ -463,7 +463,7 @@ inline void consolidate(const std::filesystem::path& dir, const std::filesystem:
   io::detail::checkpoint_reader reader(dir, "consolidate('" + dir.string() + "')");
   io::detail::named_tensors entries;
   for (const auto& [name, t] : reader.index().tensors) {
-    entries.emplace_back(name, saved_tensor(t.type, t.shape, [&reader, name] { return reader.whole(name); }));
+    entries.emplace_back(name, saved_tensor(t.type, t.shape, [&reader, key = name] { return reader.whole(key); }));
   }
   io::detail::save_entries(output, std::move(entries), reader.index().metadata, where);
 }

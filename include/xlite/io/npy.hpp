@@ -204,18 +204,25 @@ inline void from_fortran_order(const any_tensor& from, any_tensor& t) {
 
 namespace io::detail {
 
-inline void write_npy(const std::filesystem::path& path, dtype type, const xlite::shape& s,
-                      std::span<const std::byte> bytes) {
+// The .npy header (magic, version, dict, padding) for an array of `type` and `s`, as
+// xtensor writes it; a dtype NumPy does not have is a dtype_error.
+inline std::string npy_header_bytes(dtype type, const xlite::shape& s, const std::filesystem::path& path,
+                                    std::string_view what) {
   const auto* found = std::ranges::find(npy_descrs, type, &std::pair<dtype, std::string_view>::first);
   if (found == npy_descrs.end()) {
-    throw dtype_error(xlite::detail::message("save_npy('", path.string(), "'): ", name(type),
+    throw dtype_error(xlite::detail::message(what, "('", path.string(), "'): ", name(type),
                                              " has no NumPy dtype; save it with xlite::save (safetensors) "
                                              "or cast it to float32 first"));
   }
   std::ostringstream header;
   xt::detail::write_header(header, std::string(found->second), false, std::vector<std::size_t>(s.begin(), s.end()));
+  return std::move(header).str();
+}
+
+inline void write_npy(const std::filesystem::path& path, dtype type, const xlite::shape& s,
+                      std::span<const std::byte> bytes) {
   atomic_file file(path, "save_npy");
-  file.write(header.str());
+  file.write(npy_header_bytes(type, s, path, "save_npy"));
   file.write(bytes);
   file.commit();
 }
@@ -233,39 +240,38 @@ inline void save_npy(const std::filesystem::path& path, const any_tensor& t) {
   io::detail::write_npy(path, t.type(), t.shape(), t.bytes());
 }
 
-// The array in the .npy file at `path`. A malformed or truncated file is an io_error
-// naming it and what is wrong.
-inline any_tensor load_npy(const std::filesystem::path& path) {
-  const std::string context = "load_npy('" + path.string() + "')";
+namespace io::detail {
+
+// The array in the `size` bytes of .npy data at `in`'s position (a file, or an entry of an
+// .npz archive); `context` starts every error's message.
+inline any_tensor read_npy(std::istream& in, std::int64_t size, const std::string& context) {
   const auto fail = [&](auto&&... parts) {
     throw io_error(xlite::detail::message(context, ": ", std::forward<decltype(parts)>(parts)...));
   };
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail("cannot open the file");
-  const auto file_size = static_cast<std::int64_t>(in.tellg());
-  in.seekg(0);
   std::array<char, 8> magic{};
-  in.read(magic.data(), magic.size());
-  if (!in || std::memcmp(magic.data(), "\x93NUMPY", 6) != 0) fail("not an .npy file (no \\x93NUMPY magic)");
+  if (size >= 8) in.read(magic.data(), magic.size());
+  if (size < 8 || !in || std::memcmp(magic.data(), "\x93NUMPY", 6) != 0) fail("not an .npy file (no \\x93NUMPY magic)");
   const int major = static_cast<unsigned char>(magic[6]);
   if (major < 1 || major > 3) fail("format version ", major, ".", static_cast<int>(magic[7]), " is not 1, 2 or 3");
   // Version 1 has a 2-byte header length, versions 2 and 3 a 4-byte one; little-endian.
   const std::size_t length_bytes = major == 1 ? 2 : 4;
   std::array<unsigned char, 4> length_le{};
-  in.read(reinterpret_cast<char*>(length_le.data()), static_cast<std::streamsize>(length_bytes));
-  if (!in) fail("the file ends inside the header's length");
+  if (size >= static_cast<std::int64_t>(8 + length_bytes)) {
+    in.read(reinterpret_cast<char*>(length_le.data()), static_cast<std::streamsize>(length_bytes));
+  }
+  if (size < static_cast<std::int64_t>(8 + length_bytes) || !in) fail("the data ends inside the header's length");
   std::uint32_t header_length = 0;
   for (std::size_t i = length_bytes; i-- > 0;) header_length = header_length << 8 | length_le[i];
   const auto data_start = static_cast<std::int64_t>(8 + length_bytes + header_length);
-  if (header_length > io::detail::max_npy_header_bytes || data_start > file_size) {
-    fail("the header's length, ", header_length, " bytes, runs past the end of the file (", file_size, " bytes)");
+  if (header_length > max_npy_header_bytes || data_start > size) {
+    fail("the header's length, ", header_length, " bytes, runs past the end of the data (", size, " bytes)");
   }
   std::string text(header_length, '\0');
   in.read(text.data(), header_length);
   if (!in) fail("cannot read the header");
-  const io::detail::npy_header header = io::detail::npy_header_reader(text, context).read();
+  const npy_header header = npy_header_reader(text, context).read();
 
-  const std::int64_t data_bytes = file_size - data_start;
+  const std::int64_t data_bytes = size - data_start;
   const auto width = static_cast<std::int64_t>(size_of(header.type));
   if (header.shape.numel() > data_bytes / width) {
     fail(name(header.type), " of shape ", header.shape, " needs more than the ", data_bytes,
@@ -281,13 +287,26 @@ inline any_tensor load_npy(const std::filesystem::path& path) {
   const std::span<std::byte> bytes = stored.bytes();
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   if (!in) fail("cannot read the data");
-  if (const auto bad = io::detail::non_boolean(stored)) {
+  if (const auto bad = non_boolean(stored)) {
     fail("bool element ", *bad, " is ", static_cast<int>(bytes[*bad]), ", not 0 or 1");
   }
   if (!header.fortran_order || header.shape.rank() < 2) return stored;
   any_tensor t(header.type, header.shape);
-  io::detail::from_fortran_order(stored, t);
+  from_fortran_order(stored, t);
   return t;
+}
+
+} // namespace io::detail
+
+// The array in the .npy file at `path`. A malformed or truncated file is an io_error
+// naming it and what is wrong.
+inline any_tensor load_npy(const std::filesystem::path& path) {
+  const std::string context = "load_npy('" + path.string() + "')";
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw io_error(context + ": cannot open the file");
+  const auto size = static_cast<std::int64_t>(in.tellg());
+  in.seekg(0);
+  return io::detail::read_npy(in, size, context);
 }
 
 } // namespace xlite

@@ -45,6 +45,7 @@
 #include "xlite/core/source_location.hpp"
 #include "xlite/io/any_tensor.hpp"
 #include "xlite/io/json.hpp"
+#include "xlite/io/saved_tensor.hpp"
 #include "xlite/lazy/step.hpp"
 #include "xlite/lazy/tensor.hpp"
 
@@ -57,36 +58,6 @@ using tensor_metadata = std::map<std::string, std::string, std::less<>>;
 
 // Named tensors as load() returns them.
 using tensor_map = std::map<std::string, any_tensor, std::less<>>;
-
-// One tensor for save(): a host tensor, an any_tensor or a lazy tensor. It refers to the
-// caller's tensor, which must outlive the call.
-class saved_tensor {
-public:
-  template <element_type T>
-  saved_tensor(const tensor<T>& t)
-      : type_(dtype_of_v<T>), shape_(t.shape()), host_(reinterpret_cast<const std::byte*>(t.data())) {}
-  saved_tensor(const any_tensor& t) : type_(t.type()), shape_(t.shape()), host_(t.bytes().data()) {}
-  saved_tensor(const lazy::tensor& t) : type_(t.type()), shape_(t.shape()), lazy_(&t) {}
-  // A tensor of this dtype and shape that make() produces when its turn to be written
-  // comes, so that only one is in memory at a time (a consolidated tensor, a tile).
-  saved_tensor(dtype type, const xlite::shape& s, std::function<any_tensor()> make)
-      : type_(type), shape_(s), make_(std::move(make)) {}
-
-  dtype type() const noexcept { return type_; }
-  const xlite::shape& shape() const noexcept { return shape_; }
-  std::int64_t byte_size() const noexcept { return shape_.numel() * static_cast<std::int64_t>(size_of(type_)); }
-  const lazy::tensor* lazy() const noexcept { return lazy_; }
-  const std::byte* host_bytes() const noexcept { return host_; }
-  const std::function<any_tensor()>& make() const noexcept { return make_; }
-
-private:
-  dtype type_;
-  xlite::shape shape_;
-  // One of the three is set.
-  const std::byte* host_ = nullptr;
-  const lazy::tensor* lazy_ = nullptr;
-  std::function<any_tensor()> make_;
-};
 
 namespace io::detail {
 
@@ -137,8 +108,6 @@ inline std::string json_integers(std::span<const std::int64_t> values) {
 }
 
 // The header for `tensors` laid out in this order, padded so the data is 8-byte aligned.
-using named_tensors = std::vector<std::pair<std::string, saved_tensor>>;
-
 inline std::string header_json(const named_tensors& tensors,
                                const tensor_metadata& metadata) {
   std::string json = "{";
@@ -162,32 +131,15 @@ inline std::string header_json(const named_tensors& tensors,
   return json;
 }
 
-inline void check_names(const named_tensors& tensors, const std::filesystem::path& path, std::string_view what) {
-  std::set<std::string_view> names;
-  for (const auto& [name, t] : tensors) {
-    if (name == "__metadata__") {
-      throw value_error(xlite::detail::message(what, "('", path.string(),
-                                               "'): '__metadata__' is the format's own key, not a tensor name"));
-    }
-    if (!names.insert(name).second) {
-      throw value_error(xlite::detail::message(what, "('", path.string(), "'): the name '", name, "' is given twice"));
-    }
-  }
-}
-
-// One launch computes every pending lazy tensor, so what they share is computed once.
-inline void compute_pending(const named_tensors& tensors, source_location where) {
-  std::vector<std::shared_ptr<lazy::detail::tensor_state>> pending;
-  std::scoped_lock lock(lazy::detail::registry().mutex);
-  for (const auto& [name, t] : tensors) {
-    if (t.lazy() && t.lazy()->state()->pending) pending.push_back(t.lazy()->state());
-  }
-  if (!pending.empty()) lazy::detail::launch_by_device(std::move(pending), {"save", where});
-}
-
 inline void save_entries(const std::filesystem::path& path, named_tensors tensors, const tensor_metadata& metadata,
                          source_location where) {
   check_names(tensors, path, "save");
+  for (const auto& [name, t] : tensors) {
+    if (name == "__metadata__") {
+      throw value_error(xlite::detail::message("save('", path.string(),
+                                               "'): '__metadata__' is the format's own key, not a tensor name"));
+    }
+  }
   // Widest elements first, then by name, as safetensors writes them: every tensor starts
   // aligned to its element size.
   std::ranges::sort(tensors, [](const auto& a, const auto& b) {
@@ -203,21 +155,7 @@ inline void save_entries(const std::filesystem::path& path, named_tensors tensor
   file.write(length);
   file.write(header);
   for (const auto& [name, t] : tensors) {
-    const auto bytes = static_cast<std::size_t>(t.byte_size());
-    if (const lazy::tensor* on_device = t.lazy()) {
-      lazy::detail::transfer_to_host(*on_device, {"save", where},
-                                     [&](const runtime::buffer& value) { file.write(std::span(value.data(), bytes)); });
-    } else if (t.host_bytes()) {
-      file.write(std::span(t.host_bytes(), bytes));
-    } else {
-      const any_tensor made = t.make()();
-      if (made.type() != t.type() || made.shape() != t.shape()) {
-        throw value_error(xlite::detail::message("save('", path.string(), "'): tensor '", name, "' was announced as ",
-                                                 xlite::name(t.type()), " ", t.shape(), " but made as ",
-                                                 xlite::name(made.type()), " ", made.shape()));
-      }
-      file.write(made.bytes());
-    }
+    write_elements(name, t, [&](std::span<const std::byte> bytes) { file.write(bytes); }, path, where);
   }
   file.commit();
 }
