@@ -21,34 +21,6 @@ using xlite_test::write_bytes;
 
 namespace {
 
-std::string mutated(std::string bytes, std::mt19937_64& rng) {
-  const auto position = [&] { return std::uniform_int_distribution<std::size_t>(0, bytes.size())(rng); };
-  const int edits = std::uniform_int_distribution<int>(1, 4)(rng);
-  for (int e = 0; e < edits; ++e) {
-    const std::size_t at = position();
-    switch (rng() % 6) {
-    case 0: // flip a bit
-      if (at < bytes.size()) bytes[at] = static_cast<char>(bytes[at] ^ (1 << rng() % 8));
-      break;
-    case 1: // a random byte
-      if (at < bytes.size()) bytes[at] = static_cast<char>(rng());
-      break;
-    case 2: // a structural character where it may confuse a parser
-      if (at < bytes.size()) bytes[at] = "{}[]\",:0123456789-. \\u'()"[rng() % 25];
-      break;
-    case 3:
-      bytes.insert(at, 1, static_cast<char>(rng()));
-      break;
-    case 4:
-      if (at < bytes.size()) bytes.erase(at, 1 + rng() % 8);
-      break;
-    default:
-      bytes.resize(at); // cut off
-    }
-  }
-  return bytes;
-}
-
 // Runs `load` on `trials` mutations of `valid` and on random files; returns how many loaded.
 int fuzz(const std::filesystem::path& path, const std::string& valid, const std::function<void()>& load, int trials) {
   std::mt19937_64 rng(2026);
@@ -59,7 +31,7 @@ int fuzz(const std::filesystem::path& path, const std::string& valid, const std:
       bytes.resize(rng() % 200);
       for (char& b : bytes) b = static_cast<char>(rng());
     } else {
-      bytes = mutated(valid, rng);
+      bytes = xlite_test::mutated(valid, rng);
     }
     write_bytes(path, bytes);
     try {

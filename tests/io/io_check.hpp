@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -90,6 +91,36 @@ inline std::string little_endian(std::uint64_t value, int width) {
   std::string out;
   for (int i = 0; i < width; ++i) out += static_cast<char>(value >> (8 * i) & 0xff);
   return out;
+}
+
+// `bytes` with 1 to 4 random edits: a bit flipped, a byte replaced by a random or a
+// structural character, a byte inserted, bytes deleted, or the rest cut off.
+inline std::string mutated(std::string bytes, std::mt19937_64& rng) {
+  const auto position = [&] { return std::uniform_int_distribution<std::size_t>(0, bytes.size())(rng); };
+  const int edits = std::uniform_int_distribution<int>(1, 4)(rng);
+  for (int e = 0; e < edits; ++e) {
+    const std::size_t at = position();
+    switch (rng() % 6) {
+    case 0: // flip a bit
+      if (at < bytes.size()) bytes[at] = static_cast<char>(bytes[at] ^ (1 << rng() % 8));
+      break;
+    case 1: // a random byte
+      if (at < bytes.size()) bytes[at] = static_cast<char>(rng());
+      break;
+    case 2: // a structural character where it may confuse a parser
+      if (at < bytes.size()) bytes[at] = "{}[]\",:0123456789-. \\u'()"[rng() % 25];
+      break;
+    case 3:
+      bytes.insert(at, 1, static_cast<char>(rng()));
+      break;
+    case 4:
+      if (at < bytes.size()) bytes.erase(at, 1 + rng() % 8);
+      break;
+    default:
+      bytes.resize(at); // cut off
+    }
+  }
+  return bytes;
 }
 
 } // namespace xlite_test
