@@ -220,7 +220,7 @@ int main(int argc, char** argv) try {
                                    : opt.steps  ? std::min(opt.steps, opt.epochs * steps_per_epoch)
                                                 : opt.epochs * steps_per_epoch;
   xlite::optim::adam optimizer(m.params, {.lr = opt.lr});
-  const xlite::optim::cosine schedule(opt.lr, total_steps, opt.lr / 100);
+  const xlite::optim::cosine schedule(opt.lr, std::max<std::int64_t>(total_steps, 1), opt.lr / 100); // 0 steps: --evaluate
   xlite::mark_step(); // the initial parameters and the optimizer's state, on the device
 
   xlite::data::loader train_loader(std::move(train.images), std::move(train.labels),
@@ -286,8 +286,10 @@ int main(int argc, char** argv) try {
 
   const auto compilations = xlite::metrics::counter_value("UncachedCompile");
   std::printf("test accuracy %.4f after %lld steps (%.1f s)\n", accuracy, static_cast<long long>(step), total_seconds);
-  std::printf("%.2f ms per training step, %.0f images/s\n", 1e3 * train_seconds / static_cast<double>(std::max<std::int64_t>(step, 1)),
-              static_cast<double>(step * opt.batch_size) / train_seconds);
+  if (step > 0) {
+    std::printf("%.2f ms per training step, %.0f images/s\n", 1e3 * train_seconds / static_cast<double>(step),
+                static_cast<double>(step * opt.batch_size) / train_seconds);
+  }
   std::printf("compilations: %lld (one per distinct graph: initialisation, training step, evaluation step)\n\n",
               static_cast<long long>(compilations));
   std::cout << xlite::metrics::short_report();
