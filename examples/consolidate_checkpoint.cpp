@@ -18,12 +18,12 @@ int main(int argc, char** argv) try {
   }
   const std::filesystem::path checkpoint = argv[1], output = argv[2];
   xlite::consolidate(checkpoint, output);
-  const xlite::tensor_map tensors = xlite::load(output); // read back: the file is whole and valid
+  const std::vector<xlite::tensor_info> tensors = xlite::describe(output); // its header, checked
   std::int64_t elements = 0;
-  for (const auto& [name, t] : tensors) {
-    std::printf("%-24s %-9s %s\n", name.c_str(), std::string(xlite::name(t.type())).c_str(),
-                xlite::detail::message(t.shape()).c_str());
-    elements += t.size();
+  for (const auto& t : tensors) {
+    std::printf("%-24s %-9s %s\n", t.name.c_str(), std::string(xlite::name(t.type)).c_str(),
+                xlite::detail::message(t.shape).c_str());
+    elements += t.shape.numel();
   }
   std::printf("%zu tensors, %lld elements, %ju bytes in %s\n", tensors.size(), static_cast<long long>(elements),
               static_cast<std::uintmax_t>(std::filesystem::file_size(output)), output.c_str());

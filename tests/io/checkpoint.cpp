@@ -200,20 +200,39 @@ TEST_CASE("checkpoint: a save killed midway leaves the previous checkpoint whole
       }
       return false;
     };
-    while (!writing() && std::chrono::steady_clock::now() < deadline) {
+    bool caught_writing = false;
+    while (!(caught_writing = writing()) && std::chrono::steady_clock::now() < deadline) {
       if (::waitpid(child, nullptr, WNOHANG) == child) break;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     ::kill(child, SIGKILL);
     ::waitpid(child, nullptr, 0);
     const auto loaded = xlite::load_sharded(dir.path()).at("w").get<float>();
-    killed_midway = loaded == previous;
+    killed_midway = caught_writing && loaded == previous;
     if (!killed_midway) {
       CHECK(loaded == next); // the child won the race: the new checkpoint, whole
       xlite::save_sharded(dir.path(), {{"w", previous}});
     }
   }
   CHECK(killed_midway);
+  // The next save removes what the killed one left.
+  xlite::save_sharded(dir.path(), {{"w", previous}});
+  CHECK(tile_files(dir) == 8);
+  CHECK(dir.files().size() == 9);
+}
+
+TEST_CASE("checkpoint: a save that fails leaves the previous checkpoint and none of its own files", "[io][checkpoint]") {
+  use_spmd_on_eight_devices();
+  scratch_directory dir;
+  const tensor<float> previous = random_floats({4}, 13);
+  xlite::save_sharded(dir.path() / "a", {{"w", previous}});
+  // index.json is a directory in b, so the save fails after writing its tile files.
+  std::filesystem::create_directories(dir.path() / "b" / "index.json");
+  CHECK_THROWS_AS(xlite::save_sharded(dir.path() / "b", {{"w", previous}}), xlite::io_error);
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path() / "b"), {}) == 1);
+  // And a failed save over a checkpoint keeps it.
+  CHECK_THROWS_AS(xlite::save_sharded(dir.path() / "a", {{"w", previous}, {"w", previous}}), xlite::value_error);
+  CHECK(xlite::load_sharded(dir.path() / "a").at("w").get<float>() == previous);
 }
 
 TEST_CASE("checkpoint: malformed indexes and tile files are reported", "[io][checkpoint]") {
@@ -241,6 +260,15 @@ TEST_CASE("checkpoint: malformed indexes and tile files are reported", "[io][che
       {replaced(".device-0-of-8", "/../x"), "which is not a plain file name"},
       {replaced(R"("dtype":"F32")", R"("dtype":"I32")"), "is F32 (2, 1), not I32 (2, 1) as index.json says"},
       {index.substr(0, index.size() / 2), "index.json"},
+      {replaced(first_tile, R"({"file":0,"file":0,"begin":[0,0],"shape":[2,1]})"), "a tile of tensor 'w' has two 'file'"},
+      {replaced(first_tile, R"({"begin":[0,0],"shape":[2,1]})"), "a tile of tensor 'w' needs a file, a begin and a shape"},
+      {replaced(R"({"file":1,)", R"({"file":0,)"), "two tiles of tensor 'w' are in file 0"},
+      {replaced(R"("devices":8)", R"("devices":7)"), "index.json says 7 devices but lists 8 files"},
+      {replaced(R"("w":{)", R"("__metadata__":{)"), "'__metadata__' is safetensors' own key"},
+      // A shape the files cannot hold is found out before anything is allocated for it.
+      {index.substr(0, index.find(R"("w":{)")) +
+           R"("w":{"dtype":"F32","shape":[1000000000000],"sharding":"","tiles":[{"file":0,"begin":[0],"shape":[1000000000000]}]}}})",
+       "the tile of tensor 'w' is F32 (2, 1), not F32 (1000000000000,) as index.json says"},
   };
   for (const auto& [text, problem] : cases) {
     INFO("expected: " << problem);

@@ -22,12 +22,11 @@ using xlite_test::read_bytes;
 using xlite_test::scratch_directory;
 using xlite_test::write_bytes;
 
-TEST_CASE("npz: NumPy's dtypes, rank 0 to 5 and empty arrays round-trip bit for bit", "[io][npz]") {
+TEST_CASE("npz: every dtype, rank 0 to 5 and empty arrays round-trip bit for bit", "[io][npz]") {
   scratch_directory dir;
   std::mt19937_64 rng(11);
   std::map<std::string, any_tensor> saved;
   for (const dtype type : xlite_test::all_dtypes) {
-    if (type == dtype::bf16) continue;
     for (int i = 0; i < 4; ++i) {
       saved.emplace(std::string(name(type)) + "_" + std::to_string(i),
                     xlite_test::random_tensor(type, xlite_test::random_shape(rng), rng));
@@ -68,7 +67,7 @@ TEST_CASE("npz: the archive is a zip of .npy files, with CRC-32s that zlib agree
         ::crc32(0, reinterpret_cast<const Bytef*>(npy.data()), static_cast<uInt>(npy.size())));
 }
 
-TEST_CASE("npz: lazy tensors stream into the archive; bfloat16 is refused before a byte is written", "[io][npz]") {
+TEST_CASE("npz: lazy tensors stream into the archive; a bad call writes nothing", "[io][npz]") {
   scratch_directory dir;
   const auto x = xlite::lazy::tensor::from(tensor<float>{1, -2, 3});
   const auto y = xlite::lazy::exp(x) + 1.0f;
@@ -77,11 +76,9 @@ TEST_CASE("npz: lazy tensors stream into the archive; bfloat16 is refused before
   CHECK(loaded.at("y").get<float>() == y.to_host<float>());
   CHECK(loaded.at("x").get<float>() == tensor<float>{1, -2, 3});
   const auto path = dir / "b.npz";
-  CHECK_THROWS_AS(xlite::save_npz(path, {{"x", x}, {"h", tensor<xlite::bfloat16>{xlite::bfloat16(1.0f)}}}),
-                  xlite::dtype_error);
-  CHECK_THROWS_WITH(xlite::save_npz(path, {{"h", tensor<xlite::bfloat16>{xlite::bfloat16(1.0f)}}}),
-                    Catch::Matchers::Contains("bfloat16 has no NumPy dtype"));
   CHECK_THROWS_WITH(xlite::save_npz(path, {{"x", x}, {"x", x}}), Catch::Matchers::Contains("the name 'x' is given twice"));
+  CHECK_THROWS_WITH(xlite::save_npz(path, {{std::string(70000, 'n'), x}}),
+                    Catch::Matchers::Contains("is longer than a zip entry's 65535 bytes"));
   CHECK(dir.files() == std::vector<std::string>{"lazy.npz"});
 }
 

@@ -83,6 +83,10 @@ def check(d):
             assert t.shape == shape and np.array_equal(t, expected(kind, shape)), (kind, shape)
     for shape in shapes:
         assert np.array_equal(tensors[name("bfloat16", shape)], bf16_bits(shape)), shape
+    for shape in shapes:  # bfloat16 as np.save writes ml_dtypes' bfloat16: a 2-byte void
+        a = np.load(f"{d}/{name('bfloat16', shape)}.npy")
+        assert a.dtype == np.dtype("V2") and a.shape == shape, (a.dtype, a.shape)
+        assert np.array_equal(a.view("<u2"), bf16_bits(shape)), shape
     with np.load(f"{d}/xlite.npz") as archive:
         assert sorted(archive.files) == sorted(name(k, s) for k in kinds for s in shapes), archive.files
         for kind in kinds:
@@ -95,6 +99,8 @@ def write(d):
         for shape in shapes:
             np.save(f"{d}/{name(kind, shape)}.npy", expected(kind, shape))
     np.save(f"{d}/fortran.npy", np.asfortranarray(expected("float32", (2, 3, 4))))
+    for shape in shapes:
+        np.save(f"{d}/{name('bfloat16', shape)}.npy", bf16_bits(shape).view("V2"))
     arrays = {name(k, s): expected(k, s) for k in kinds for s in shapes}
     np.savez(f"{d}/numpy.npz", **arrays)
     np.savez_compressed(f"{d}/compressed.npz", **arrays)
@@ -173,7 +179,10 @@ TEST_CASE("numpy reads xlite's .npy and safetensors files", "[io][numpy]") {
       all.emplace(name_of(name(type), s), expected(type, s));
     }
   }
-  for (const auto& s : shapes) all.emplace(name_of("bfloat16", s), expected(dtype::bf16, s));
+  for (const auto& s : shapes) {
+    all.emplace(name_of("bfloat16", s), expected(dtype::bf16, s));
+    xlite::save_npy(dir / (name_of("bfloat16", s) + ".npy"), expected(dtype::bf16, s));
+  }
   xlite::save(dir / "xlite.safetensors", all, {{"written by", "xlite"}});
   std::erase_if(all, [](const auto& entry) { return entry.second.type() == dtype::bf16; });
   xlite::save_npz(dir / "xlite.npz", all);
@@ -198,6 +207,7 @@ TEST_CASE("xlite reads numpy's .npy files and a Python-written safetensors file"
   }
   for (const auto& s : shapes) CHECK(from_python.at(name_of("bfloat16", s)) == expected(dtype::bf16, s));
   CHECK(xlite::load_npy(dir / "fortran.npy") == expected(dtype::f32, {2, 3, 4}));
+  for (const auto& s : shapes) CHECK(xlite::load_npy(dir / (name_of("bfloat16", s) + ".npy")) == expected(dtype::bf16, s));
   for (const char* archive : {"numpy.npz", "compressed.npz"}) {
     INFO(archive);
     const xlite::tensor_map arrays = xlite::load_npz(dir / archive);

@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "xlite/core/bfloat16.hpp"
 #include "xlite/core/dtype.hpp"
@@ -85,6 +87,23 @@ private:
 };
 
 namespace io::detail {
+
+// A shape read from a file. Beyond what xlite::shape checks, the dimensions must multiply,
+// left to right as shape::numel() does, without overflowing before a zero: (2^63 - 1, 2, 0)
+// holds no element, but numel() would overflow on the way to the 0.
+inline xlite::shape file_shape(const std::vector<std::int64_t>& dims) {
+  std::int64_t product = 1;
+  for (const std::int64_t d : dims) {
+    if (d <= 0) break; // 0: the product stays 0; negative: xlite::shape says so
+    if (product > INT64_MAX / d) {
+      std::string text;
+      for (const std::int64_t e : dims) text += (text.empty() ? "" : ", ") + std::to_string(e);
+      throw shape_error("shape: the dimensions (" + text + ") multiply past int64");
+    }
+    product *= d;
+  }
+  return xlite::shape(dims);
+}
 
 // The index of the first element of a bool tensor read from a file whose byte is not 0 or
 // 1 (reading such a byte as bool is undefined), if there is one.

@@ -78,8 +78,6 @@ struct checkpoint_index {
   std::map<std::string, checkpoint_tensor, std::less<>> tensors;
 };
 
-inline std::vector<std::int64_t> dims_of(const xlite::shape& s) { return {s.begin(), s.end()}; }
-
 // Copies the block of `extent` at `from` in `source` (row-major, dims `source_dims`) to `to`
 // in `target`; elements are `width` bytes.
 inline void copy_block(std::span<const std::byte> source, std::span<const std::int64_t> source_dims,
@@ -130,6 +128,7 @@ inline checkpoint_index read_index(const std::filesystem::path& dir, const std::
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail("there is no readable ", path.string(), "; is it a checkpoint saved by save_sharded?");
   const auto size = static_cast<std::int64_t>(in.tellg());
+  if (size < 0) fail("cannot read index.json");
   if (size > max_header_bytes) fail("index.json has ", size, " bytes, over the limit of ", max_header_bytes);
   std::string text(static_cast<std::size_t>(size), '\0');
   in.seekg(0);
@@ -149,7 +148,7 @@ inline checkpoint_index read_index(const std::filesystem::path& dir, const std::
   };
   const auto shape_of = [&](const std::vector<std::int64_t>& dims) {
     try {
-      return xlite::shape(dims);
+      return file_shape(dims);
     } catch (const shape_error& e) {
       json.fail(e.what());
     }
@@ -183,7 +182,9 @@ inline checkpoint_index read_index(const std::filesystem::path& dir, const std::
           } else if (field == "tiles") {
             json.array([&] {
               checkpoint_tile tile{0, {}, {}};
+              std::set<std::string, std::less<>> parts;
               json.object([&](const std::string& part) {
+                if (!parts.insert(part).second) json.fail("a tile of tensor '" + name + "' has two '" + part + "'");
                 if (part == "file") {
                   tile.file = static_cast<std::size_t>(json.integer());
                 } else if (part == "begin") {
@@ -194,6 +195,10 @@ inline checkpoint_index read_index(const std::filesystem::path& dir, const std::
                   json.fail("a tile of tensor '" + name + "' has an unknown field '" + part + "'");
                 }
               });
+              if (parts.size() != 3) fail("a tile of tensor '", name, "' needs a file, a begin and a shape");
+              // A device writes one tile of a tensor: more tiles than files is not a checkpoint
+              // (and would make the overlap check below quadratic in a hostile count).
+              if (t.tiles.size() == index.files.size()) fail("tensor '", name, "' has more tiles than there are files");
               t.tiles.push_back(std::move(tile));
             });
           } else {
@@ -201,6 +206,7 @@ inline checkpoint_index read_index(const std::filesystem::path& dir, const std::
           }
         });
         if (fields.size() != 4) fail("tensor '", name, "' needs a dtype, a shape, a sharding and tiles");
+        if (name == "__metadata__") fail("'__metadata__' is safetensors' own key, not a tensor name");
         index.tensors.emplace(name, std::move(t));
       });
     } else {
@@ -209,6 +215,9 @@ inline checkpoint_index read_index(const std::filesystem::path& dir, const std::
   });
   json.end();
   if (keys.size() != 5) fail("index.json needs format, devices, files, metadata and tensors");
+  if (index.devices != static_cast<std::int64_t>(index.files.size())) {
+    fail("index.json says ", index.devices, " devices but lists ", index.files.size(), " files");
+  }
 
   // Tile files are plain names in the directory: nothing outside it is ever read.
   for (const std::string& file : index.files) {
@@ -218,9 +227,11 @@ inline checkpoint_index read_index(const std::filesystem::path& dir, const std::
   }
   for (const auto& [name, t] : index.tensors) {
     std::int64_t covered = 0;
+    std::set<std::size_t> files;
     for (std::size_t k = 0; k < t.tiles.size(); ++k) {
       const checkpoint_tile& tile = t.tiles[k];
       if (tile.file >= index.files.size()) fail("a tile of tensor '", name, "' names file ", tile.file, " of ", index.files.size());
+      if (!files.insert(tile.file).second) fail("two tiles of tensor '", name, "' are in file ", tile.file);
       if (tile.begin.size() != t.shape.rank() || tile.extent.rank() != t.shape.rank()) {
         fail("a tile of tensor '", name, "' does not have the tensor's rank ", t.shape.rank());
       }
@@ -258,16 +269,20 @@ public:
 
   const checkpoint_index& index() const noexcept { return index_; }
 
-  // The whole tensor `name`, put together from its tiles.
+  // The whole tensor `name`, put together from its tiles. Every tile is found in its file
+  // first, so the tensor is allocated only when the files hold all of its bytes.
   any_tensor whole(const std::string& name) {
     const checkpoint_tensor& t = index_.tensors.at(name);
+    std::vector<std::pair<open_file*, const stored_tensor*>> stored;
+    for (const checkpoint_tile& tile : t.tiles) stored.push_back(locate(name, t, tile));
     any_tensor result(t.type, t.shape);
-    const std::vector<std::int64_t> whole_dims = dims_of(t.shape);
-    for (const checkpoint_tile& tile : t.tiles) {
-      const any_tensor part = read_tile(name, t, tile);
-      const std::vector<std::int64_t> tile_dims = dims_of(tile.extent);
+    const std::vector<std::int64_t> whole_dims = runtime::detail::dims_of(t.shape);
+    for (std::size_t k = 0; k < t.tiles.size(); ++k) {
+      const auto& [file, tile] = stored[k];
+      const any_tensor part = read_tensor(file->in, file->header, *tile, file->context);
+      const std::vector<std::int64_t> tile_dims = runtime::detail::dims_of(tile->shape);
       copy_block(part.bytes(), tile_dims, std::vector<std::int64_t>(tile_dims.size(), 0), result.bytes(), whole_dims,
-                 tile.begin, tile_dims, size_of(t.type));
+                 t.tiles[k].begin, tile_dims, size_of(t.type));
     }
     return result;
   }
@@ -279,7 +294,9 @@ private:
     std::string context;
   };
 
-  any_tensor read_tile(const std::string& name, const checkpoint_tensor& t, const checkpoint_tile& tile) {
+  // The tile of tensor `name` in its file, checked against the index.
+  std::pair<open_file*, const stored_tensor*> locate(const std::string& name, const checkpoint_tensor& t,
+                                                     const checkpoint_tile& tile) {
     open_file& file = opened(tile.file);
     const auto stored = std::ranges::find(file.header.tensors, name, &stored_tensor::name);
     if (stored == file.header.tensors.end()) {
@@ -290,7 +307,7 @@ private:
                                             safetensors_name(stored->type), " ", stored->shape, ", not ",
                                             safetensors_name(t.type), " ", tile.extent, " as index.json says"));
     }
-    return read_tensor(file.in, file.header, *stored, file.context);
+    return {&file, &*stored};
   }
 
   open_file& opened(std::size_t k) {
@@ -312,14 +329,6 @@ private:
   std::vector<std::unique_ptr<open_file>> files_;
 };
 
-inline std::string fresh_save_id() {
-  static thread_local std::mt19937_64 random{std::random_device{}()};
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string id;
-  for (std::uint64_t bits = random(); id.size() < 16; bits >>= 4) id += hex[bits & 15];
-  return id;
-}
-
 // Whether `file` in a checkpoint directory is a tile file (of any save).
 inline bool is_tile_file(std::string_view file) {
   return file.size() > 17 && file[16] == '.' &&
@@ -327,21 +336,57 @@ inline bool is_tile_file(std::string_view file) {
          file.substr(17).starts_with("device-") && file.ends_with(".safetensors");
 }
 
+// Calls visit(path, stem) for each tile file in `dir` and each temporary file a killed
+// save left of one (stem: the tile file's name).
+template <class Visit>
+void for_each_tile_file(const std::filesystem::path& dir, Visit&& visit) {
+  std::error_code failure;
+  std::filesystem::directory_iterator it(dir, failure), end;
+  for (; !failure && it != end; it.increment(failure)) {
+    const std::string name = it->path().filename().string();
+    const std::string stem = name.substr(0, name.find(".tmp."));
+    if (is_tile_file(stem)) visit(it->path(), std::string_view(stem));
+  }
+}
+
+// Removes the tile files (and their temporaries) that `keep` does not want; best effort.
+template <class Keep>
+void remove_tile_files(const std::filesystem::path& dir, Keep&& keep) {
+  for_each_tile_file(dir, [&](const std::filesystem::path& path, std::string_view stem) {
+    std::error_code ignored;
+    if (!keep(stem)) std::filesystem::remove(path, ignored);
+  });
+}
+
+// 16 hex digits that no file in `dir` starts with. From std::random_device at each call,
+// so a forked process does not repeat its parent's ids.
+inline std::string fresh_save_id(const std::filesystem::path& dir) {
+  static constexpr char hex[] = "0123456789abcdef";
+  for (;;) {
+    std::random_device entropy;
+    std::string id;
+    for (int word = 0; word < 4; ++word) {
+      for (std::uint32_t bits = entropy(), k = 0; k < 4; ++k, bits >>= 4) id += hex[bits & 15];
+    }
+    bool taken = false;
+    for_each_tile_file(dir, [&](const std::filesystem::path&, std::string_view stem) {
+      taken = taken || stem.starts_with(id);
+    });
+    if (!taken) return id;
+  }
+}
+
+
 } // namespace io::detail
 
 // Saves `tensors` (name and tensor pairs, as for save()) as a sharded checkpoint in the
 // directory `dir`, made if missing: each device writes its tiles of the sharded lazy
 // tensors, device 0 also the tensors that are not tiled. Replaces the checkpoint there
 // atomically.
-template <std::ranges::input_range Named>
-requires requires(const std::ranges::range_value_t<Named>& entry) {
-  { std::string(entry.first) };
-  { saved_tensor(entry.second) };
-}
+template <named_tensor_range Named>
 void save_sharded(const std::filesystem::path& dir, const Named& tensors, const tensor_metadata& metadata = {},
                   source_location where = source_location::current()) {
-  io::detail::named_tensors entries;
-  for (const auto& [name, t] : tensors) entries.emplace_back(std::string(name), saved_tensor(t));
+  io::detail::named_tensors entries = io::detail::named(tensors);
   io::detail::check_names(entries, dir, "save_sharded");
   io::detail::compute_pending(entries, where);
   std::error_code failure;
@@ -385,30 +430,31 @@ void save_sharded(const std::filesystem::path& dir, const Named& tensors, const 
           name, saved_tensor(t.type(), tile_shape, [shards, d, tile_shape, type = t.type()] {
             const runtime::buffer& shard = *shards->shard(d)->wait();
             any_tensor tile(type, tile_shape);
-            const std::vector<std::int64_t> extent = io::detail::dims_of(tile_shape);
+            const std::vector<std::int64_t> extent = runtime::detail::dims_of(tile_shape);
             const std::vector<std::int64_t> origin(extent.size(), 0);
             io::detail::copy_block(std::span(shard.data(), static_cast<std::size_t>(shard.byte_size())),
-                                   io::detail::dims_of(shard.shape()), origin, tile.bytes(), extent, origin, extent,
+                                   runtime::detail::dims_of(shard.shape()), origin, tile.bytes(), extent, origin, extent,
                                    size_of(type));
             return tile;
           }));
     }
   }
-  const std::string id = io::detail::fresh_save_id();
-  for (std::int64_t d = 0; d < devices; ++d) {
-    index.files.push_back(id + ".device-" + std::to_string(d) + "-of-" + std::to_string(devices) + ".safetensors");
-    io::detail::save_entries(dir / index.files.back(), std::move(per_device[static_cast<std::size_t>(d)]), {}, where);
-  }
-  atomic_file file(dir / "index.json", "save_sharded");
-  file.write(io::detail::index_json(index));
-  file.commit();
-  // The new index is in place: the previous save's tile files are no longer named by it.
-  for (const auto& entry : std::filesystem::directory_iterator(dir, failure)) {
-    const std::string file_name = entry.path().filename().string();
-    if (io::detail::is_tile_file(file_name) && !file_name.starts_with(id)) {
-      std::filesystem::remove(entry.path(), failure);
+  const std::string id = io::detail::fresh_save_id(dir);
+  const auto is_this_save = [&](std::string_view stem) { return stem.starts_with(id); };
+  try {
+    for (std::int64_t d = 0; d < devices; ++d) {
+      index.files.push_back(id + ".device-" + std::to_string(d) + "-of-" + std::to_string(devices) + ".safetensors");
+      io::detail::save_entries(dir / index.files.back(), std::move(per_device[static_cast<std::size_t>(d)]), {}, where);
     }
+    atomic_file file(dir / "index.json", "save_sharded");
+    file.write(io::detail::index_json(index));
+    file.commit();
+  } catch (...) { // the previous checkpoint stands: take this save's files away
+    io::detail::remove_tile_files(dir, [&](std::string_view stem) { return !is_this_save(stem); });
+    throw;
   }
+  // The new index is in place: the previous saves' files, and what killed saves left, go.
+  io::detail::remove_tile_files(dir, is_this_save);
 }
 
 inline void save_sharded(const std::filesystem::path& dir,

@@ -10,9 +10,10 @@
 // must report a malformed file, not crash on it. So xlite parses the header itself and
 // checks it against the file's size; a Fortran-ordered array is transposed with xtensor.
 //
-// dtypes: bool, uint8, int8, int32, int64, float16, float32, float64, little-endian.
-// bfloat16 has no NumPy dtype (ml_dtypes stores it as a 2-byte void that any other reader
-// misreads), so save_npy refuses it: save bfloat16 with xlite::save (safetensors) or cast.
+// dtypes: bool, uint8, int8, int32, int64, float16, float32, float64, little-endian, and
+// bfloat16, which NumPy lacks, as the 2-byte void '<V2': what np.save writes for
+// ml_dtypes' bfloat16. NumPy reads it as raw bytes (`.view(ml_dtypes.bfloat16)` restores
+// it); xlite reads a 2-byte void back as bfloat16.
 
 #include <algorithm>
 #include <array>
@@ -42,7 +43,7 @@ namespace xlite {
 
 namespace io::detail {
 
-inline constexpr std::array<std::pair<dtype, std::string_view>, 8> npy_descrs{{
+inline constexpr std::array<std::pair<dtype, std::string_view>, 9> npy_descrs{{
     {dtype::boolean, "|b1"},
     {dtype::u8, "|u1"},
     {dtype::i8, "|i1"},
@@ -51,6 +52,7 @@ inline constexpr std::array<std::pair<dtype, std::string_view>, 8> npy_descrs{{
     {dtype::f16, "<f2"},
     {dtype::f32, "<f4"},
     {dtype::f64, "<f8"},
+    {dtype::bf16, "<V2"},
 }};
 
 // Generous for any rank-8 shape, small enough that a hostile length allocates little.
@@ -93,7 +95,7 @@ public:
     if (at_ != text_.size()) fail("text after the dict");
     if (!type || !fortran_order || !dims) fail("the dict needs 'descr', 'fortran_order' and 'shape'");
     try {
-      return {*type, *fortran_order, xlite::shape(*dims)};
+      return {*type, *fortran_order, file_shape(*dims)};
     } catch (const shape_error& e) {
       fail(e.what());
     }
@@ -171,11 +173,13 @@ private:
     std::string normal = d;
     if (!normal.empty() && normal[0] == '=') normal[0] = '<';
     if (normal == "<b1" || normal == "<u1" || normal == "<i1") normal[0] = '|';
+    if (normal == "|V2") normal[0] = '<'; // a void has no byte order
     const auto* found = std::ranges::find(npy_descrs, std::string_view(normal), &std::pair<dtype, std::string_view>::second);
     if (found == npy_descrs.end()) {
       fail("descr '" + d +
-           "' is not one xlite holds (it reads |b1, |u1, |i1, <i4, <i8, <f2, <f4 and <f8: "
-           "little-endian bool, uint8, int8, int32, int64, float16, float32, float64)");
+           "' is not one xlite holds (it reads |b1, |u1, |i1, <i4, <i8, <f2, <f4, <f8 and <V2: "
+           "little-endian bool, uint8, int8, int32, int64, float16, float32, float64, and bfloat16 as a "
+           "2-byte void)");
     }
     return found->first;
   }
@@ -200,20 +204,10 @@ inline void from_fortran_order(const any_tensor& from, any_tensor& t) {
   });
 }
 
-} // namespace io::detail
-
-namespace io::detail {
-
 // The .npy header (magic, version, dict, padding) for an array of `type` and `s`, as
-// xtensor writes it; a dtype NumPy does not have is a dtype_error.
-inline std::string npy_header_bytes(dtype type, const xlite::shape& s, const std::filesystem::path& path,
-                                    std::string_view what) {
+// xtensor writes it.
+inline std::string npy_header_bytes(dtype type, const xlite::shape& s) {
   const auto* found = std::ranges::find(npy_descrs, type, &std::pair<dtype, std::string_view>::first);
-  if (found == npy_descrs.end()) {
-    throw dtype_error(xlite::detail::message(what, "('", path.string(), "'): ", name(type),
-                                             " has no NumPy dtype; save it with xlite::save (safetensors) "
-                                             "or cast it to float32 first"));
-  }
   std::ostringstream header;
   xt::detail::write_header(header, std::string(found->second), false, std::vector<std::size_t>(s.begin(), s.end()));
   return std::move(header).str();
@@ -222,7 +216,7 @@ inline std::string npy_header_bytes(dtype type, const xlite::shape& s, const std
 inline void write_npy(const std::filesystem::path& path, dtype type, const xlite::shape& s,
                       std::span<const std::byte> bytes) {
   atomic_file file(path, "save_npy");
-  file.write(npy_header_bytes(type, s, path, "save_npy"));
+  file.write(npy_header_bytes(type, s));
   file.write(bytes);
   file.commit();
 }

@@ -105,11 +105,12 @@ inline void save_npz_entries(const std::filesystem::path& path, named_tensors te
     throw io_error(xlite::detail::message("save_npz('", path.string(), "'): ", std::forward<decltype(parts)>(parts)...));
   };
   if (tensors.size() >= 0xFFFF) fail(tensors.size(), " arrays; a zip without zip64 holds fewer than 65535");
-  // Every header first, so a dtype NumPy lacks or an archive too large fails before a byte is written.
+  // Every header first, so an archive too large fails before a byte is written.
   std::vector<std::string> headers;
   std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    headers.push_back(npy_header_bytes(t.type(), t.shape(), path, "save_npz"));
+    if (name.size() + 4 > 0xFFFF) fail("the name of '", name.substr(0, 32), "...' is longer than a zip entry's 65535 bytes");
+    headers.push_back(npy_header_bytes(t.type(), t.shape()));
     offset += 30 + name.size() + 4 + headers.back().size() + static_cast<std::uint64_t>(t.byte_size()) + 16;
   }
   for (const auto& [name, t] : tensors) offset += 46 + name.size() + 4;
@@ -326,15 +327,10 @@ inline std::string entry_bytes(std::istream& in, std::uint64_t size, const zip_e
 
 // Writes `tensors` (name and tensor pairs, as for save()) to `path` as an .npz archive
 // that np.load reads; "w" is stored as "w.npy". Atomic, as every writer here.
-template <std::ranges::input_range Named>
-requires requires(const std::ranges::range_value_t<Named>& entry) {
-  { std::string(entry.first) };
-  { saved_tensor(entry.second) };
-}
+template <named_tensor_range Named>
 void save_npz(const std::filesystem::path& path, const Named& tensors,
               source_location where = source_location::current()) {
-  io::detail::named_tensors entries;
-  for (const auto& [name, t] : tensors) entries.emplace_back(std::string(name), saved_tensor(t));
+  io::detail::named_tensors entries = io::detail::named(tensors);
   io::detail::save_npz_entries(path, std::move(entries), where);
 }
 

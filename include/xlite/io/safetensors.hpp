@@ -223,7 +223,7 @@ inline safetensors_header read_header(std::istream& in, std::int64_t file_size, 
     }
     std::optional<xlite::shape> s;
     try {
-      s = xlite::shape(dims);
+      s = io::detail::file_shape(dims);
     } catch (const shape_error& e) {
       fail("tensor '", name, "': ", e.what());
     }
@@ -260,15 +260,10 @@ inline safetensors_header read_header(std::istream& in, std::int64_t file_size, 
 // Writes `tensors` (name and tensor pairs: a map, a vector of pairs, ...) and `metadata`
 // to `path` in the safetensors format, replacing any file there only once the new one is
 // whole. Names must be distinct and not "__metadata__".
-template <std::ranges::input_range Named>
-requires requires(const std::ranges::range_value_t<Named>& entry) {
-  { std::string(entry.first) };
-  { saved_tensor(entry.second) };
-}
+template <named_tensor_range Named>
 void save(const std::filesystem::path& path, const Named& tensors, const tensor_metadata& metadata = {},
           source_location where = source_location::current()) {
-  io::detail::named_tensors entries;
-  for (const auto& [name, t] : tensors) entries.emplace_back(std::string(name), saved_tensor(t));
+  io::detail::named_tensors entries = io::detail::named(tensors);
   io::detail::save_entries(path, std::move(entries), metadata, where);
 }
 
@@ -319,6 +314,26 @@ inline tensor_map load(const std::filesystem::path& path) {
     tensors.emplace(stored.name, io::detail::read_tensor(in, header, stored, context));
   }
   return tensors;
+}
+
+// What a file holds of one tensor, as its header says.
+struct tensor_info {
+  std::string name;
+  dtype type;
+  xlite::shape shape;
+};
+
+// The tensors of the safetensors file at `path`, by name, reading only its header (checked
+// as load() checks it).
+inline std::vector<tensor_info> describe(const std::filesystem::path& path) {
+  std::int64_t file_size = 0;
+  std::ifstream in = io::detail::open_for_reading(path, "describe", file_size);
+  std::vector<tensor_info> infos;
+  for (const auto& t : io::detail::read_header(in, file_size, "describe('" + path.string() + "')").tensors) {
+    infos.push_back({t.name, t.type, t.shape});
+  }
+  std::ranges::sort(infos, {}, &tensor_info::name);
+  return infos;
 }
 
 // The "__metadata__" of the safetensors file at `path`, reading only its header.

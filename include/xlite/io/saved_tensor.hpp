@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <ranges>
+#include <type_traits>
 #include <mutex>
 #include <set>
 #include <span>
@@ -63,9 +65,27 @@ private:
   std::function<any_tensor()> make_;
 };
 
+// What save() and its siblings take: a range of (name, tensor) pairs, such as a std::map or
+// a vector of pairs. Its elements must be references (not values a view makes on the fly):
+// a saved_tensor points into them until the save returns.
+template <class R>
+concept named_tensor_range = std::ranges::input_range<R> &&
+                             std::is_reference_v<std::ranges::range_reference_t<R>> &&
+                             requires(std::ranges::range_reference_t<R> entry) {
+                               std::string(entry.first);
+                               saved_tensor(entry.second);
+                             };
+
 namespace io::detail {
 
 using named_tensors = std::vector<std::pair<std::string, saved_tensor>>;
+
+template <named_tensor_range R>
+named_tensors named(const R& tensors) {
+  named_tensors entries;
+  for (const auto& [name, t] : tensors) entries.emplace_back(std::string(name), saved_tensor(t));
+  return entries;
+}
 
 // Names must be distinct.
 inline void check_names(const named_tensors& tensors, const std::filesystem::path& path, std::string_view what) {
