@@ -134,7 +134,8 @@ void load_parameters(std::vector<lazy::tensor>& params, const std::string& dir) 
   }
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto found = saved.find(parameter_name(i));
-    if (found == saved.end()) throw xlite::value_error("--load " + dir + ": no " + parameter_name(i) + " in the checkpoint");
+    if (found == saved.end())
+      throw xlite::value_error("--load " + dir + ": no " + parameter_name(i) + " in the checkpoint");
     const xlite::tensor<float>& value = found->second.get<float>();
     if (value.shape() != params[i].shape()) {
       throw xlite::value_error(xlite::detail::message("--load ", dir, ": ", parameter_name(i), " has shape ",
@@ -220,7 +221,8 @@ int main(int argc, char** argv) try {
                                    : opt.steps  ? std::min(opt.steps, opt.epochs * steps_per_epoch)
                                                 : opt.epochs * steps_per_epoch;
   xlite::optim::adam optimizer(m.params, {.lr = opt.lr});
-  const xlite::optim::cosine schedule(opt.lr, std::max<std::int64_t>(total_steps, 1), opt.lr / 100); // 0 steps: --evaluate
+  const xlite::optim::cosine schedule(opt.lr, std::max<std::int64_t>(total_steps, 1),
+                                      opt.lr / 100); // 0 steps: --evaluate
   xlite::mark_step(); // the initial parameters and the optimizer's state, on the device
 
   xlite::data::loader train_loader(std::move(train.images), std::move(train.labels),

@@ -60,7 +60,7 @@ struct model {
   tensor<float> b = random_floats({6}, 3);
   tensor<float> e = random_floats({4, 3}, 4);
   tensor<xlite::bfloat16> h = tensor<xlite::bfloat16>{xlite::bfloat16(1.5f), xlite::bfloat16(-2.0f),
-                                                       xlite::bfloat16(0.25f), xlite::bfloat16(8.0f)};
+                                                      xlite::bfloat16(0.25f), xlite::bfloat16(8.0f)};
   tensor<std::int32_t> step = tensor<std::int32_t>(xlite::shape{}, 41);
 };
 
@@ -77,20 +77,21 @@ TEST_CASE("checkpoint: saved from a 2x4 mesh, loads onto a 4x2 mesh, whole and c
   spmd::mark_sharding(v, from, {"y", "x"});
   spmd::mark_sharding(e, from, {"x", spmd::none});
   spmd::mark_sharding(h, from, {"y"});
-  xlite::save_sharded(dir.path() / "ckpt",
-                      {{"w", w}, {"v", v}, {"b", b}, {"e", e}, {"h", h}, {"step", host.step}},
+  xlite::save_sharded(dir.path() / "ckpt", {{"w", w}, {"v", v}, {"b", b}, {"e", e}, {"h", h}, {"step", host.step}},
                       {{"epoch", "3"}});
 
   SECTION("the index says which device holds which tile") {
     const std::string index = read_bytes(dir.path() / "ckpt" / "index.json");
     CHECK(xlite::load_sharded_metadata(dir.path() / "ckpt") == xlite::tensor_metadata{{"epoch", "3"}});
-    CHECK_THAT(index, Catch::Matchers::Contains(R"("w":{"dtype":"F32","shape":[8,6],"sharding":"{devices=[2,4]0,1,2,3,4,5,6,7}")"));
+    CHECK_THAT(index, Catch::Matchers::Contains(
+                          R"("w":{"dtype":"F32","shape":[8,6],"sharding":"{devices=[2,4]0,1,2,3,4,5,6,7}")"));
     // v's 5 rows over 'y' (4 tiles of 2: the last empty) and 7 columns over 'x' (2 of 4).
     CHECK_THAT(index, Catch::Matchers::Contains(R"({"file":6,"begin":[4,4],"shape":[1,3]})"));
     CHECK_THAT(index, Catch::Matchers::Contains(R"({"file":7,"begin":[5,4],"shape":[0,3]})"));
     // e is tiled over 'x' only: the four replicas along 'y' write their tile once.
-    CHECK_THAT(index, Catch::Matchers::Contains(
-                          R"("tiles":[{"file":0,"begin":[0,0],"shape":[2,3]},{"file":4,"begin":[2,0],"shape":[2,3]}])"));
+    CHECK_THAT(index,
+               Catch::Matchers::Contains(
+                   R"("tiles":[{"file":0,"begin":[0,0],"shape":[2,3]},{"file":4,"begin":[2,0],"shape":[2,3]}])"));
     CHECK_THAT(index, Catch::Matchers::Contains(R"("b":{"dtype":"F32","shape":[6],"sharding":"{replicated}")"));
     std::size_t files = 0;
     for (const auto& entry : std::filesystem::directory_iterator(dir.path() / "ckpt")) {
@@ -143,7 +144,7 @@ TEST_CASE("checkpoint: pending and partial sharded values are computed and saved
   const tensor<float> xs = random_floats({16, 4}, 5), ws = random_floats({4, 3}, 6);
   const auto x = lazy::tensor::from(xs);
   spmd::mark_sharding(x, m, {"data"});
-  const auto y = lazy::relu(x) * 2.0f;                                       // pending, tiled like x
+  const auto y = lazy::relu(x) * 2.0f;                                     // pending, tiled like x
   const auto g = lazy::matmul(lazy::transpose(x), lazy::tensor::from(xs)); // partial sums over 'data'
   xlite::save_sharded(dir.path(), {{"y", y}, {"g", g}, {"w", lazy::tensor::from(ws)}});
   const auto whole = xlite::load_sharded(dir.path());
@@ -221,7 +222,8 @@ TEST_CASE("checkpoint: a save killed midway leaves the previous checkpoint whole
   CHECK(dir.files().size() == 9);
 }
 
-TEST_CASE("checkpoint: a save that fails leaves the previous checkpoint and none of its own files", "[io][checkpoint]") {
+TEST_CASE("checkpoint: a save that fails leaves the previous checkpoint and none of its own files",
+          "[io][checkpoint]") {
   use_spmd_on_eight_devices();
   scratch_directory dir;
   const tensor<float> previous = random_floats({4}, 13);
@@ -260,8 +262,10 @@ TEST_CASE("checkpoint: malformed indexes and tile files are reported", "[io][che
       {replaced(".device-0-of-8", "/../x"), "which is not a plain file name"},
       {replaced(R"("dtype":"F32")", R"("dtype":"I32")"), "is F32 (2, 1), not I32 (2, 1) as index.json says"},
       {index.substr(0, index.size() / 2), "index.json"},
-      {replaced(first_tile, R"({"file":0,"file":0,"begin":[0,0],"shape":[2,1]})"), "a tile of tensor 'w' has two 'file'"},
-      {replaced(first_tile, R"({"begin":[0,0],"shape":[2,1]})"), "a tile of tensor 'w' needs a file, a begin and a shape"},
+      {replaced(first_tile, R"({"file":0,"file":0,"begin":[0,0],"shape":[2,1]})"),
+       "a tile of tensor 'w' has two 'file'"},
+      {replaced(first_tile, R"({"begin":[0,0],"shape":[2,1]})"),
+       "a tile of tensor 'w' needs a file, a begin and a shape"},
       {replaced(R"({"file":1,)", R"({"file":0,)"), "two tiles of tensor 'w' are in file 0"},
       {replaced(R"("devices":8)", R"("devices":7)"), "index.json says 7 devices but lists 8 files"},
       {replaced(R"("w":{)", R"("__metadata__":{)"), "'__metadata__' is safetensors' own key"},
@@ -274,14 +278,16 @@ TEST_CASE("checkpoint: malformed indexes and tile files are reported", "[io][che
     INFO("expected: " << problem);
     write_bytes(index_path, text);
     CHECK_THROWS_AS(xlite::load_sharded(dir.path()), xlite::io_error);
-    CHECK_THROWS_WITH(xlite::load_sharded(dir.path()), Catch::Matchers::StartsWith("load_sharded('") &&
-                                                             Catch::Matchers::Contains(problem));
+    CHECK_THROWS_WITH(xlite::load_sharded(dir.path()),
+                      Catch::Matchers::StartsWith("load_sharded('") && Catch::Matchers::Contains(problem));
   }
   write_bytes(index_path, index);
-  std::filesystem::remove(dir.path() / (index.substr(index.find("\"files\":[\"") + 10, 16) + ".device-5-of-8.safetensors"));
+  std::filesystem::remove(dir.path() /
+                          (index.substr(index.find("\"files\":[\"") + 10, 16) + ".device-5-of-8.safetensors"));
   CHECK_THROWS_WITH(xlite::load_sharded(dir.path()), Catch::Matchers::Contains("cannot open the file"));
   std::filesystem::remove(index_path);
-  CHECK_THROWS_WITH(xlite::load_sharded(dir.path()), Catch::Matchers::Contains("is it a checkpoint saved by save_sharded?"));
+  CHECK_THROWS_WITH(xlite::load_sharded(dir.path()),
+                    Catch::Matchers::Contains("is it a checkpoint saved by save_sharded?"));
 }
 
 TEST_CASE("checkpoint: load_sharded never crashes on a mutated index", "[io][checkpoint][fuzz]") {

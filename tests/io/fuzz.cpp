@@ -49,12 +49,15 @@ TEST_CASE("safetensors: load never crashes on random or mutated files", "[io][fu
   scratch_directory dir;
   const auto valid_path = dir / "valid.safetensors";
   xlite::save(valid_path,
-              {{"w", tensor<float>{{1, 2}, {3, 4}}}, {"mask", tensor<bool>{true, false, true}},
-               {"ids", tensor<std::int64_t>{5}}, {"h", tensor<xlite::bfloat16>{xlite::bfloat16(0.5f)}}},
+              {{"w", tensor<float>{{1, 2}, {3, 4}}},
+               {"mask", tensor<bool>{true, false, true}},
+               {"ids", tensor<std::int64_t>{5}},
+               {"h", tensor<xlite::bfloat16>{xlite::bfloat16(0.5f)}}},
               {{"format", "pt"}});
   const std::string valid = read_bytes(valid_path);
   const auto path = dir / "fuzzed.safetensors";
-  const int loaded = fuzz(path, valid, [&] { xlite::load(path); }, 4000);
+  const int loaded = fuzz(
+      path, valid, [&] { xlite::load(path); }, 4000);
   // Flips inside the data leave a valid file: some must load, and most must not.
   CHECK(loaded > 0);
   CHECK(loaded < 2000);
@@ -65,7 +68,8 @@ TEST_CASE("npy: load_npy never crashes on random or mutated files", "[io][fuzz]"
   const auto valid_path = dir / "valid.npy";
   xlite::save_npy(valid_path, tensor<float>{{1, 2, 3}, {4, 5, 6}});
   const auto path = dir / "fuzzed.npy";
-  const int loaded = fuzz(path, read_bytes(valid_path), [&] { xlite::load_npy(path); }, 4000);
+  const int loaded = fuzz(
+      path, read_bytes(valid_path), [&] { xlite::load_npy(path); }, 4000);
   CHECK(loaded > 0);
   CHECK(loaded < 2000);
 }
@@ -75,7 +79,8 @@ TEST_CASE("npz: load_npz never crashes on random or mutated archives", "[io][fuz
   const auto valid_path = dir / "valid.npz";
   xlite::save_npz(valid_path, {{"w", tensor<float>{{1, 2}, {3, 4}}}, {"mask", tensor<bool>{true, false}}});
   const auto path = dir / "fuzzed.npz";
-  const int loaded = fuzz(path, read_bytes(valid_path), [&] { xlite::load_npz(path); }, 4000);
+  const int loaded = fuzz(
+      path, read_bytes(valid_path), [&] { xlite::load_npz(path); }, 4000);
   CHECK(loaded > 0);
   CHECK(loaded < 2000);
 }

@@ -63,9 +63,9 @@ inline void write_bytes(const std::filesystem::path& path, const std::string& by
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-inline constexpr xlite::dtype all_dtypes[] = {xlite::dtype::boolean, xlite::dtype::u8,   xlite::dtype::i8,
-                                              xlite::dtype::i32,     xlite::dtype::i64,  xlite::dtype::f16,
-                                              xlite::dtype::bf16,    xlite::dtype::f32,  xlite::dtype::f64};
+inline constexpr xlite::dtype all_dtypes[] = {xlite::dtype::boolean, xlite::dtype::u8,  xlite::dtype::i8,
+                                              xlite::dtype::i32,     xlite::dtype::i64, xlite::dtype::f16,
+                                              xlite::dtype::bf16,    xlite::dtype::f32, xlite::dtype::f64};
 
 // Rank 0 to max_rank, dimensions 0 to 4: about one shape in six is empty.
 inline xlite::shape random_shape(std::mt19937_64& rng, int max_rank = 5) {

@@ -121,7 +121,8 @@ TEST_CASE("npy: every kind of malformed file is reported with what is wrong", "[
       {std::string("\x93NUMPY\x01\x00\x05", 9), "the data ends inside the header's length"},
       {std::string("\x93NUMPY\x01\x00", 8) + little_endian(0, 2), "the header: expected '{' at byte 0"},
       {std::string("\x93NUMPY\x02\x00", 8) + little_endian(1u << 30, 4), "runs past the end of the data"},
-      {npy_of("{'descr': '<f4', 'fortran_order': False, }", four), "the dict needs 'descr', 'fortran_order' and 'shape'"},
+      {npy_of("{'descr': '<f4', 'fortran_order': False, }", four),
+       "the dict needs 'descr', 'fortran_order' and 'shape'"},
       {npy_of("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", four), "descr '>f4' is not one xlite holds"},
       {npy_of("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", four), "descr '<c8' is not one xlite holds"},
       {npy_of("{'descr': '<f4', 'fortran_order': 1, 'shape': (1,), }", four), "expected True or False"},
@@ -132,7 +133,8 @@ TEST_CASE("npy: every kind of malformed file is reported with what is wrong", "[
        "the dimensions (9223372036854775807, 2, 0) multiply past int64"},
       {npy_of("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", four),
        "an unknown or repeated key 'descr'"},
-      {npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", four), "an unknown or repeated key 'x'"},
+      {npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", four),
+       "an unknown or repeated key 'x'"},
       {npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", four),
        "float32 of shape (2,) needs more than the 4 bytes that follow the header"},
       {npy_of("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", four + "x"),
@@ -147,6 +149,6 @@ TEST_CASE("npy: every kind of malformed file is reported with what is wrong", "[
     write_bytes(path, bytes);
     CHECK_THROWS_AS(xlite::load_npy(path), xlite::io_error);
     CHECK_THROWS_WITH(xlite::load_npy(path), Catch::Matchers::StartsWith("load_npy('" + path.string() + "'): ") &&
-                                           Catch::Matchers::Contains(problem));
+                                                 Catch::Matchers::Contains(problem));
   }
 }

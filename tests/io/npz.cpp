@@ -39,7 +39,8 @@ TEST_CASE("npz: every dtype, rank 0 to 5 and empty arrays round-trip bit for bit
     INFO(name << " of shape " << t.shape());
     CHECK(loaded.at(name).type() == t.type());
     CHECK(loaded.at(name).shape() == t.shape());
-    CHECK(std::equal(t.bytes().begin(), t.bytes().end(), loaded.at(name).bytes().begin(), loaded.at(name).bytes().end()));
+    CHECK(
+        std::equal(t.bytes().begin(), t.bytes().end(), loaded.at(name).bytes().begin(), loaded.at(name).bytes().end()));
   }
   xlite::save_npz(dir / "none.npz", std::map<std::string, any_tensor>{});
   CHECK(xlite::load_npz(dir / "none.npz").empty());
@@ -76,7 +77,8 @@ TEST_CASE("npz: lazy tensors stream into the archive; a bad call writes nothing"
   CHECK(loaded.at("y").get<float>() == y.to_host<float>());
   CHECK(loaded.at("x").get<float>() == tensor<float>{1, -2, 3});
   const auto path = dir / "b.npz";
-  CHECK_THROWS_WITH(xlite::save_npz(path, {{"x", x}, {"x", x}}), Catch::Matchers::Contains("the name 'x' is given twice"));
+  CHECK_THROWS_WITH(xlite::save_npz(path, {{"x", x}, {"x", x}}),
+                    Catch::Matchers::Contains("the name 'x' is given twice"));
   CHECK_THROWS_WITH(xlite::save_npz(path, {{std::string(70000, 'n'), x}}),
                     Catch::Matchers::Contains("is longer than a zip entry's 65535 bytes"));
   CHECK(dir.files() == std::vector<std::string>{"lazy.npz"});

@@ -207,7 +207,8 @@ TEST_CASE("xlite reads numpy's .npy files and a Python-written safetensors file"
   }
   for (const auto& s : shapes) CHECK(from_python.at(name_of("bfloat16", s)) == expected(dtype::bf16, s));
   CHECK(xlite::load_npy(dir / "fortran.npy") == expected(dtype::f32, {2, 3, 4}));
-  for (const auto& s : shapes) CHECK(xlite::load_npy(dir / (name_of("bfloat16", s) + ".npy")) == expected(dtype::bf16, s));
+  for (const auto& s : shapes)
+    CHECK(xlite::load_npy(dir / (name_of("bfloat16", s) + ".npy")) == expected(dtype::bf16, s));
   for (const char* archive : {"numpy.npz", "compressed.npz"}) {
     INFO(archive);
     const xlite::tensor_map arrays = xlite::load_npz(dir / archive);

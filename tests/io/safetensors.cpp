@@ -150,9 +150,9 @@ TEST_CASE("safetensors: a save replaces the file there, and a failed one leaves 
   const tensor<float> v{1};
   CHECK_THROWS_MATCHES(xlite::save(path, {{"v", v}, {"v", v}}), xlite::value_error,
                        Catch::Matchers::Message("save('" + path.string() + "'): the name 'v' is given twice"));
-  CHECK_THROWS_MATCHES(
-      xlite::save(path, {{"__metadata__", v}}), xlite::value_error,
-      Catch::Matchers::Message("save('" + path.string() + "'): '__metadata__' is the format's own key, not a tensor name"));
+  CHECK_THROWS_MATCHES(xlite::save(path, {{"__metadata__", v}}), xlite::value_error,
+                       Catch::Matchers::Message("save('" + path.string() +
+                                                "'): '__metadata__' is the format's own key, not a tensor name"));
   const auto nowhere = dir / "no such directory" / "w.safetensors";
   CHECK_THROWS_WITH(xlite::save(nowhere, {{"v", v}}),
                     Catch::Matchers::StartsWith("save('" + nowhere.string() + "'): cannot create a temporary file"));

@@ -59,7 +59,8 @@ TEST_CASE("safetensors: every kind of malformed file is reported with what is wr
       {file_of(R"({"a":)" + f32("[2]", "[0,4]") + "}", eight),
        "tensor 'a' has data_offsets [0, 4], but F32 of shape (2,) takes 8 bytes"},
       {file_of(R"({"a":)" + f32("[1]", "[0,4,8]") + "}", "1234"), "tensor 'a' has more than 2 data_offsets"},
-      {file_of(R"({"a":)" + f32("[1]", "[4,8]") + "}", "12345678"), "tensor 'a' starts at data byte 4, where 0 was expected (a gap)"},
+      {file_of(R"({"a":)" + f32("[1]", "[4,8]") + "}", "12345678"),
+       "tensor 'a' starts at data byte 4, where 0 was expected (a gap)"},
       {file_of(R"({"a":)" + f32("[2]", "[0,8]") + R"(,"b":)" + f32("[1]", "[4,8]") + "}", eight),
        "starts at data byte 4, where 8 was expected (it overlaps the tensor before)"},
       {file_of(R"({"a":)" + f32("[1]", "[0,4]") + "}", "12345"),
@@ -79,7 +80,7 @@ TEST_CASE("safetensors: every kind of malformed file is reported with what is wr
     write_bytes(path, bytes);
     CHECK_THROWS_AS(xlite::load(path), xlite::io_error);
     CHECK_THROWS_WITH(xlite::load(path), Catch::Matchers::StartsWith("load('" + path.string() + "'): ") &&
-                                           Catch::Matchers::Contains(problem));
+                                             Catch::Matchers::Contains(problem));
   }
   const auto missing = dir / "missing.safetensors";
   CHECK_THROWS_MATCHES(xlite::load(missing), xlite::io_error,

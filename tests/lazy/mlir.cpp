@@ -34,7 +34,8 @@ bool mlir_tools_present() {
   return true;
 }
 
-const char* const missing_tools = "skipped: mlir-16-tools and libmlir-16 are not installed (scripts/install-deps.sh installs them)";
+const char* const missing_tools =
+    "skipped: mlir-16-tools and libmlir-16 are not installed (scripts/install-deps.sh installs them)";
 
 std::filesystem::path scratch_file(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("xlite-mlir-" + std::to_string(::getpid()) + "-" + name);
@@ -111,7 +112,8 @@ std::vector<std::vector<double>> run_lowered(const std::vector<lazy::tensor>& ou
     results += (k ? ", %r" : "%r") + std::to_string(k);
     call_types += (k ? ", " : "") + xlite::ir::detail::tensor_type(out.type, out.shape);
   }
-  entry += "    " + results + " = call @main(" + argument_list + ") : (" + argument_types + ") -> (" + call_types + ")\n";
+  entry +=
+      "    " + results + " = call @main(" + argument_list + ") : (" + argument_types + ") -> (" + call_types + ")\n";
   for (std::size_t k = 0; k < program.outputs.size(); ++k) {
     const auto& out = program.instructions[program.outputs[k]];
     entry += "    %u" + std::to_string(k) + " = tensor.cast %r" + std::to_string(k) + " : " +
@@ -249,15 +251,14 @@ TEST_CASE("mlir_text: every exported op, lowered and run, computes what xlite co
   SECTION("reductions") {
     const auto ints = lazy::cast(a * 10.0f, dtype::i32);
     check_against_xlite({lazy::sum(a, {1}), lazy::mean(a), lazy::amax(a, {0}, true), lazy::amin(a, {1}, true),
-                         lazy::prod(a, {0}), f32(lazy::sum(ints, {0})), f32(lazy::amax(ints)),
-                         f32(lazy::sum(a > b))});
+                         lazy::prod(a, {0}), f32(lazy::sum(ints, {0})), f32(lazy::amax(ints)), f32(lazy::sum(a > b))});
   }
   SECTION("matmuls: transposed, batched, broadcast over the batch") {
     const auto x = lazy::tensor::from(random_floats({2, 4, 3}, 4));
     const auto w = lazy::tensor::from(random_floats({3, 5}, 5));
     const auto v = lazy::tensor::from(random_floats({2, 3, 5}, 6));
-    check_against_xlite({lazy::matmul(a, lazy::transpose(a)), lazy::matmul(lazy::transpose(a), a),
-                         lazy::matmul(x, w), lazy::matmul(x, v), lazy::matmul(lazy::transpose(v), lazy::transpose(x))});
+    check_against_xlite({lazy::matmul(a, lazy::transpose(a)), lazy::matmul(lazy::transpose(a), a), lazy::matmul(x, w),
+                         lazy::matmul(x, v), lazy::matmul(lazy::transpose(v), lazy::transpose(x))});
   }
   SECTION("layout: reshape, permute, broadcast, slice, concat, pad, iota") {
     const auto x = lazy::tensor::from(random_floats({2, 3, 4}, 7));

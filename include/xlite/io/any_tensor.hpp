@@ -4,9 +4,9 @@
 // holds one xlite::tensor<T> of the dtype it was made with; get<T>() hands out that tensor
 // (no copy) once the caller names the right type. What load() and load_npy() return.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>
@@ -78,8 +78,8 @@ private:
   template <class T>
   void check() const {
     if (dtype_of_v<T> != type()) {
-      throw dtype_error(detail::message("any_tensor::get: asked for ", name(dtype_of_v<T>), ", but the tensor is ",
-                                        name(type())));
+      throw dtype_error(
+          detail::message("any_tensor::get: asked for ", name(dtype_of_v<T>), ", but the tensor is ", name(type())));
     }
   }
 

@@ -84,12 +84,11 @@ inline void copy_block(std::span<const std::byte> source, std::span<const std::i
                        std::span<const std::int64_t> from, std::span<std::byte> target,
                        std::span<const std::int64_t> target_dims, std::span<const std::int64_t> to,
                        std::span<const std::int64_t> extent, std::size_t width) {
-  runtime::detail::for_each_row(source_dims, from, target_dims, to, extent,
-                                [&](std::int64_t s, std::int64_t t, std::int64_t length) {
-                                  std::memcpy(target.data() + static_cast<std::size_t>(t) * width,
-                                              source.data() + static_cast<std::size_t>(s) * width,
-                                              static_cast<std::size_t>(length) * width);
-                                });
+  runtime::detail::for_each_row(
+      source_dims, from, target_dims, to, extent, [&](std::int64_t s, std::int64_t t, std::int64_t length) {
+        std::memcpy(target.data() + static_cast<std::size_t>(t) * width,
+                    source.data() + static_cast<std::size_t>(s) * width, static_cast<std::size_t>(length) * width);
+      });
 }
 
 inline std::string index_json(const checkpoint_index& index) {
@@ -156,7 +155,8 @@ inline checkpoint_index read_index(const std::filesystem::path& dir, const std::
   json.object([&](const std::string& key) {
     if (!keys.insert(key).second) json.fail("the key '" + key + "' appears twice");
     if (key == "format") {
-      if (json.string() != checkpoint_format) json.fail(xlite::detail::message("the format is not ", checkpoint_format));
+      if (json.string() != checkpoint_format)
+        json.fail(xlite::detail::message("the format is not ", checkpoint_format));
     } else if (key == "devices") {
       index.devices = json.integer();
     } else if (key == "files") {
@@ -230,7 +230,8 @@ inline checkpoint_index read_index(const std::filesystem::path& dir, const std::
     std::set<std::size_t> files;
     for (std::size_t k = 0; k < t.tiles.size(); ++k) {
       const checkpoint_tile& tile = t.tiles[k];
-      if (tile.file >= index.files.size()) fail("a tile of tensor '", name, "' names file ", tile.file, " of ", index.files.size());
+      if (tile.file >= index.files.size())
+        fail("a tile of tensor '", name, "' names file ", tile.file, " of ", index.files.size());
       if (!files.insert(tile.file).second) fail("two tiles of tensor '", name, "' are in file ", tile.file);
       if (tile.begin.size() != t.shape.rank() || tile.extent.rank() != t.shape.rank()) {
         fail("a tile of tensor '", name, "' does not have the tensor's rank ", t.shape.rank());
@@ -245,7 +246,8 @@ inline checkpoint_index read_index(const std::filesystem::path& dir, const std::
         const checkpoint_tile& o = t.tiles[other];
         bool overlap = tile.extent.numel() > 0 && o.extent.numel() > 0;
         for (std::size_t axis = 0; overlap && axis < t.shape.rank(); ++axis) {
-          overlap = tile.begin[axis] < o.begin[axis] + o.extent[axis] && o.begin[axis] < tile.begin[axis] + tile.extent[axis];
+          overlap =
+              tile.begin[axis] < o.begin[axis] + o.extent[axis] && o.begin[axis] < tile.begin[axis] + tile.extent[axis];
         }
         if (overlap) fail("two tiles of tensor '", name, "' overlap");
       }
@@ -332,7 +334,8 @@ private:
 // Whether `file` in a checkpoint directory is a tile file (of any save).
 inline bool is_tile_file(std::string_view file) {
   return file.size() > 17 && file[16] == '.' &&
-         std::all_of(file.begin(), file.begin() + 16, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }) &&
+         std::all_of(file.begin(), file.begin() + 16,
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }) &&
          file.substr(17).starts_with("device-") && file.ends_with(".safetensors");
 }
 
@@ -369,13 +372,11 @@ inline std::string fresh_save_id(const std::filesystem::path& dir) {
       for (std::uint32_t bits = entropy(), k = 0; k < 4; ++k, bits >>= 4) id += hex[bits & 15];
     }
     bool taken = false;
-    for_each_tile_file(dir, [&](const std::filesystem::path&, std::string_view stem) {
-      taken = taken || stem.starts_with(id);
-    });
+    for_each_tile_file(
+        dir, [&](const std::filesystem::path&, std::string_view stem) { taken = taken || stem.starts_with(id); });
     if (!taken) return id;
   }
 }
-
 
 } // namespace io::detail
 
@@ -392,8 +393,8 @@ void save_sharded(const std::filesystem::path& dir, const Named& tensors, const 
   std::error_code failure;
   std::filesystem::create_directories(dir, failure);
   if (failure) {
-    throw io_error(xlite::detail::message("save_sharded('", dir.string(), "'): cannot make the directory: ",
-                                          failure.message()));
+    throw io_error(
+        xlite::detail::message("save_sharded('", dir.string(), "'): cannot make the directory: ", failure.message()));
   }
 
   const std::int64_t devices = runtime::is_spmd() ? runtime::global_runtime_device_count() : 1;
@@ -433,8 +434,8 @@ void save_sharded(const std::filesystem::path& dir, const Named& tensors, const 
             const std::vector<std::int64_t> extent = runtime::detail::dims_of(tile_shape);
             const std::vector<std::int64_t> origin(extent.size(), 0);
             io::detail::copy_block(std::span(shard.data(), static_cast<std::size_t>(shard.byte_size())),
-                                   runtime::detail::dims_of(shard.shape()), origin, tile.bytes(), extent, origin, extent,
-                                   size_of(type));
+                                   runtime::detail::dims_of(shard.shape()), origin, tile.bytes(), extent, origin,
+                                   extent, size_of(type));
             return tile;
           }));
     }
@@ -486,16 +487,15 @@ load_sharded(const std::filesystem::path& dir, const spmd::mesh& m,
   io::detail::checkpoint_reader reader(dir, context);
   for (const auto& [name, spec] : specs) {
     if (!reader.index().tensors.contains(name)) {
-      throw value_error(xlite::detail::message(context, ": a spec is given for '", name,
-                                               "', which the checkpoint does not hold"));
+      throw value_error(
+          xlite::detail::message(context, ": a spec is given for '", name, "', which the checkpoint does not hold"));
     }
   }
   std::map<std::string, lazy::tensor, std::less<>> tensors;
   for (const auto& [name, stored] : reader.index().tensors) {
     const any_tensor whole = reader.whole(name);
-    lazy::tensor t = visit_dtype(whole.type(), [&](auto tag) {
-      return lazy::tensor::from(whole.get<typename decltype(tag)::type>());
-    });
+    lazy::tensor t = visit_dtype(
+        whole.type(), [&](auto tag) { return lazy::tensor::from(whole.get<typename decltype(tag)::type>()); });
     if (const auto spec = specs.find(name); spec != specs.end()) spmd::mark_sharding(t, m, spec->second);
     tensors.emplace(name, std::move(t));
   }

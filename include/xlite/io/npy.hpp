@@ -174,7 +174,8 @@ private:
     if (!normal.empty() && normal[0] == '=') normal[0] = '<';
     if (normal == "<b1" || normal == "<u1" || normal == "<i1") normal[0] = '|';
     if (normal == "|V2") normal[0] = '<'; // a void has no byte order
-    const auto* found = std::ranges::find(npy_descrs, std::string_view(normal), &std::pair<dtype, std::string_view>::second);
+    const auto* found =
+        std::ranges::find(npy_descrs, std::string_view(normal), &std::pair<dtype, std::string_view>::second);
     if (found == npy_descrs.end()) {
       fail("descr '" + d +
            "' is not one xlite holds (it reads |b1, |u1, |i1, <i4, <i8, <f2, <f4, <f8 and <V2: "

@@ -64,7 +64,8 @@ class zip_record {
 public:
   template <std::unsigned_integral Word>
   zip_record& put(Word value) {
-    for (std::size_t i = 0; i < sizeof(Word); ++i) bytes_ += static_cast<char>((std::uint64_t{value} >> (8 * i)) & 0xFF);
+    for (std::size_t i = 0; i < sizeof(Word); ++i)
+      bytes_ += static_cast<char>((std::uint64_t{value} >> (8 * i)) & 0xFF);
     return *this;
   }
   zip_record& put(std::string_view text) {
@@ -102,19 +103,22 @@ inline constexpr std::uint16_t data_descriptor_flag = 0x0008;
 inline void save_npz_entries(const std::filesystem::path& path, named_tensors tensors, source_location where) {
   check_names(tensors, path, "save_npz");
   const auto fail = [&](auto&&... parts) {
-    throw io_error(xlite::detail::message("save_npz('", path.string(), "'): ", std::forward<decltype(parts)>(parts)...));
+    throw io_error(
+        xlite::detail::message("save_npz('", path.string(), "'): ", std::forward<decltype(parts)>(parts)...));
   };
   if (tensors.size() >= 0xFFFF) fail(tensors.size(), " arrays; a zip without zip64 holds fewer than 65535");
   // Every header first, so an archive too large fails before a byte is written.
   std::vector<std::string> headers;
   std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    if (name.size() + 4 > 0xFFFF) fail("the name of '", name.substr(0, 32), "...' is longer than a zip entry's 65535 bytes");
+    if (name.size() + 4 > 0xFFFF)
+      fail("the name of '", name.substr(0, 32), "...' is longer than a zip entry's 65535 bytes");
     headers.push_back(npy_header_bytes(t.type(), t.shape()));
     offset += 30 + name.size() + 4 + headers.back().size() + static_cast<std::uint64_t>(t.byte_size()) + 16;
   }
   for (const auto& [name, t] : tensors) offset += 46 + name.size() + 4;
-  if (offset >= 0xFFFFFFFFu) fail("the archive would take ", offset, " bytes; without zip64 it must stay under 4 GiB; save() has no such limit");
+  if (offset >= 0xFFFFFFFFu)
+    fail("the archive would take ", offset, " bytes; without zip64 it must stay under 4 GiB; save() has no such limit");
   compute_pending(tensors, where);
 
   atomic_file file(path, "save_npz");
@@ -265,7 +269,8 @@ inline std::vector<zip_entry> read_central_directory(std::istream& in, std::uint
     for (std::size_t e = at + 46 + name_length; e + 4 <= at + 46 + name_length + extra_length;) {
       const auto id = get<std::uint16_t>(bytes, e);
       const std::size_t length = get<std::uint16_t>(bytes, e + 2);
-      if (e + 4 + length > at + 46 + name_length + extra_length) fail("entry '", entry.name, "' has a damaged extra field");
+      if (e + 4 + length > at + 46 + name_length + extra_length)
+        fail("entry '", entry.name, "' has a damaged extra field");
       if (id == 0x0001) {
         std::size_t field = e + 4;
         for (std::uint64_t* value : {&entry.size, &entry.compressed, &entry.local_header}) {
@@ -284,9 +289,11 @@ inline std::vector<zip_entry> read_central_directory(std::istream& in, std::uint
 }
 
 // The .npy bytes of `entry`, inflated if need be and checked against its CRC-32.
-inline std::string entry_bytes(std::istream& in, std::uint64_t size, const zip_entry& entry, const std::string& context) {
+inline std::string entry_bytes(std::istream& in, std::uint64_t size, const zip_entry& entry,
+                               const std::string& context) {
   const auto fail = [&](auto&&... parts) {
-    throw io_error(xlite::detail::message(context, ": entry '", entry.name, "': ", std::forward<decltype(parts)>(parts)...));
+    throw io_error(
+        xlite::detail::message(context, ": entry '", entry.name, "': ", std::forward<decltype(parts)>(parts)...));
   };
   const std::string local = read_at(in, size, entry.local_header, 30, context, "a local header");
   if (get<std::uint32_t>(local, 0) != local_header_signature) fail("no local header at byte ", entry.local_header);
@@ -353,7 +360,8 @@ inline tensor_map load_npz(const std::filesystem::path& path) {
     }
     std::istringstream npy(io::detail::entry_bytes(in, size, entry, context));
     const std::string name = entry.name.substr(0, entry.name.size() - 4);
-    any_tensor t = io::detail::read_npy(npy, static_cast<std::int64_t>(entry.size), context + ": entry '" + entry.name + "'");
+    any_tensor t =
+        io::detail::read_npy(npy, static_cast<std::int64_t>(entry.size), context + ": entry '" + entry.name + "'");
     if (!tensors.emplace(name, std::move(t)).second) {
       throw io_error(xlite::detail::message(context, ": the archive holds '", entry.name, "' twice"));
     }

@@ -108,8 +108,7 @@ inline std::string json_integers(std::span<const std::int64_t> values) {
 }
 
 // The header for `tensors` laid out in this order, padded so the data is 8-byte aligned.
-inline std::string header_json(const named_tensors& tensors,
-                               const tensor_metadata& metadata) {
+inline std::string header_json(const named_tensors& tensors, const tensor_metadata& metadata) {
   std::string json = "{";
   if (!metadata.empty()) {
     json += "\"__metadata__\":{";
@@ -155,7 +154,8 @@ inline void save_entries(const std::filesystem::path& path, named_tensors tensor
   file.write(length);
   file.write(header);
   for (const auto& [name, t] : tensors) {
-    write_elements(name, t, [&](std::span<const std::byte> bytes) { file.write(bytes); }, path, where);
+    write_elements(
+        name, t, [&](std::span<const std::byte> bytes) { file.write(bytes); }, path, where);
   }
   file.commit();
 }
@@ -232,8 +232,8 @@ inline safetensors_header read_header(std::istream& in, std::int64_t file_size, 
       fail("tensor '", name, "' of shape ", *s, " needs more bytes than the file's data holds (", data_bytes, ")");
     }
     if (offsets[1] - offsets[0] != s->numel() * width) {
-      fail("tensor '", name, "' has data_offsets [", offsets[0], ", ", offsets[1], "], but ",
-           safetensors_name(*type), " of shape ", *s, " takes ", s->numel() * width, " bytes");
+      fail("tensor '", name, "' has data_offsets [", offsets[0], ", ", offsets[1], "], but ", safetensors_name(*type),
+           " of shape ", *s, " takes ", s->numel() * width, " bytes");
     }
     header.tensors.push_back({name, *type, *s, offsets[0], offsets[1]});
   });

@@ -11,13 +11,13 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <ranges>
-#include <type_traits>
 #include <mutex>
+#include <ranges>
 #include <set>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -69,12 +69,11 @@ private:
 // a vector of pairs. Its elements must be references (not values a view makes on the fly):
 // a saved_tensor points into them until the save returns.
 template <class R>
-concept named_tensor_range = std::ranges::input_range<R> &&
-                             std::is_reference_v<std::ranges::range_reference_t<R>> &&
-                             requires(std::ranges::range_reference_t<R> entry) {
-                               std::string(entry.first);
-                               saved_tensor(entry.second);
-                             };
+concept named_tensor_range = std::ranges::input_range<R> && std::is_reference_v<std::ranges::range_reference_t<R>> &&
+    requires(std::ranges::range_reference_t<R> entry) {
+  std::string(entry.first);
+  saved_tensor(entry.second);
+};
 
 namespace io::detail {
 
