@@ -242,6 +242,24 @@ TEST_CASE("mlir_text: every exported op, lowered and run, computes what xlite co
                          f32(lazy::cast(a, dtype::boolean)), f32(lazy::cast(a, dtype::f64) * 3.0),
                          f32(lazy::cast(a * 10.0f, dtype::i64) * 3)});
   }
+  SECTION("casts that leave a type's range wrap as xlite's do, and 8-bit integers keep their sign") {
+    const auto wide = a * 150.0f; // -300 to 300: outside int8 and uint8
+    const auto bytes = lazy::cast(positive * 100.0f, dtype::u8);
+    check_against_xlite({f32(lazy::cast(wide, dtype::i8)), f32(lazy::cast(wide, dtype::u8)), f32(lazy::abs(bytes)),
+                         f32(lazy::abs(lazy::cast(wide, dtype::i8))), f32(lazy::amax(bytes)), f32(lazy::amin(bytes, {1})),
+                         f32(bytes > lazy::cast(lazy::tensor::from(tensor<float>{100.0f}), dtype::u8))});
+  }
+  SECTION("to bfloat16 and float16 through float32, as xlite rounds") {
+    // 1 + 2^-9 + 2^-30 rounds to 1 + 2^-8 in one step but to 1 in two (through float32).
+    const auto near_tie = lazy::tensor::from(tensor<double>{1.0 + 0x1p-9 + 0x1p-30, -(1.0 + 0x1p-9 + 0x1p-30)});
+    const auto big = lazy::tensor::from(tensor<std::int64_t>{(std::int64_t{1} << 40) + (1 << 31) + 1, 257});
+    check_against_xlite({f32(lazy::cast(near_tie, dtype::bf16)), f32(lazy::cast(big, dtype::bf16)),
+                         f32(lazy::cast(lazy::cast(big, dtype::i32), dtype::f16))});
+  }
+  SECTION("int64 reductions start from the type's extremes") {
+    const auto longs = lazy::tensor::from(tensor<std::int64_t>{{-5, 7, -9}, {4, -2, 8}});
+    check_against_xlite({f32(lazy::amax(longs, {1})), f32(lazy::amin(longs, {0})), f32(lazy::amax(longs))});
+  }
   SECTION("bfloat16 and float16, computed in float32 and rounded per op") {
     const auto ah = lazy::cast(a, dtype::bf16), bh = lazy::cast(b, dtype::bf16);
     const auto a16 = lazy::cast(a, dtype::f16);

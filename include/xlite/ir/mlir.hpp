@@ -23,9 +23,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "xlite/core/bfloat16.hpp"
@@ -70,6 +72,22 @@ inline std::string_view element_type(dtype t) {
     break;
   }
   return "f64";
+}
+
+// The smallest and largest values of an integral or bool dtype.
+inline std::pair<std::int64_t, std::int64_t> integer_range(dtype t) {
+  switch (t) {
+  case dtype::boolean:
+    return {0, 1};
+  case dtype::u8:
+    return {0, std::numeric_limits<std::uint8_t>::max()};
+  case dtype::i8:
+    return {std::numeric_limits<std::int8_t>::min(), std::numeric_limits<std::int8_t>::max()};
+  case dtype::i32:
+    return {std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max()};
+  default:
+    return {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()};
+  }
 }
 
 inline int bits_of(dtype t) { return t == dtype::boolean ? 1 : static_cast<int>(size_of(t)) * 8; }
@@ -238,10 +256,15 @@ private:
       out << "    " << name << " = "
           << (af == arithmetic::floating ? "arith.cmpf une, " : "arith.cmpi ne, ") << x << ", " << zero << " : " << a
           << '\n';
+    } else if (bits_of(to) == 16 && from != dtype::f32 && bits_of(from) != 8 && bits_of(from) != 1) {
+      // To a 16-bit float through float32, as xlite computes: from the other 16-bit float,
+      // and from float64, int32 and int64, which would otherwise round once, not twice.
+      return convert(convert(x, from, dtype::f32, out), dtype::f32, to, out);
+    } else if (af == arithmetic::floating && bits_of(to) == 8) {
+      // To int8 or uint8 through int32, as xlite computes: out-of-range values wrap rather
+      // than being poison.
+      return convert(convert(x, from, dtype::i32, out), dtype::i32, to, out);
     } else if (af == arithmetic::floating && at == arithmetic::floating) {
-      if ((from == dtype::bf16 && to == dtype::f16) || (from == dtype::f16 && to == dtype::bf16)) {
-        return convert(convert(x, from, dtype::f32, out), dtype::f32, to, out);
-      }
       out << "    " << name << " = " << (bits_of(to) > bits_of(from) ? "arith.extf " : "arith.truncf ") << x << " : "
           << a << " to " << b << '\n';
     } else if (at == arithmetic::floating) {
@@ -341,6 +364,7 @@ private:
     case op::pow:
       return emit("math.powf " + x[0] + ", " + x[1] + " : " + e);
     case op::abs:
+      if (kind == arithmetic::unsigned_int) return x[0];
       return fp ? math("absf", x[0]) : emit("math.absi " + x[0] + " : " + e);
     case op::exp:
       return math("exp", x[0]);
@@ -514,10 +538,7 @@ private:
       if (fp) {
         identity = literal::of(code == op::max ? -HUGE_VAL : HUGE_VAL);
       } else { // the type's own extreme
-        const int bits = bits_of(accumulator);
-        const bool is_signed = arithmetic_of(accumulator) == arithmetic::signed_int;
-        const std::int64_t high = is_signed ? (std::int64_t{1} << (bits - 1)) - 1 : (std::int64_t{1} << bits) - 1;
-        const std::int64_t low = is_signed ? -(std::int64_t{1} << (bits - 1)) : 0;
+        const auto [low, high] = integer_range(accumulator);
         identity = literal::of(code == op::max ? low : high);
       }
     }
