@@ -250,9 +250,12 @@ TEST_CASE("mlir_text: every exported op, lowered and run, computes what xlite co
                          f32(bytes > lazy::cast(lazy::tensor::from(tensor<float>{100.0f}), dtype::u8))});
   }
   SECTION("to bfloat16 and float16 through float32, as xlite rounds") {
-    // 1 + 2^-9 + 2^-30 rounds to 1 + 2^-8 in one step but to 1 in two (through float32).
-    const auto near_tie = lazy::tensor::from(tensor<double>{1.0 + 0x1p-9 + 0x1p-30, -(1.0 + 0x1p-9 + 0x1p-30)});
-    const auto big = lazy::tensor::from(tensor<std::int64_t>{(std::int64_t{1} << 40) + (1 << 31) + 1, 257});
+    // 1 + 2^-8 + 2^-40 is just above a bfloat16 tie: rounded once it goes up to 1 + 2^-7;
+    // through float32 it first becomes the tie 1 + 2^-8, which goes to even, 1. Likewise
+    // 2^40 + 2^32 + 1 from int64.
+    const auto near_tie = lazy::tensor::from(tensor<double>{1.0 + 0x1p-8 + 0x1p-40, -(1.0 + 0x1p-8 + 0x1p-40)});
+    const auto big = lazy::tensor::from(
+        tensor<std::int64_t>{(std::int64_t{1} << 40) + (std::int64_t{1} << 32) + 1, 257});
     check_against_xlite({f32(lazy::cast(near_tie, dtype::bf16)), f32(lazy::cast(big, dtype::bf16)),
                          f32(lazy::cast(lazy::cast(big, dtype::i32), dtype::f16))});
   }
