@@ -33,7 +33,8 @@ TEST_CASE("shape: invalid dimensions are shape_errors that say what is wrong", "
   CHECK_THROWS_AS(shape({1LL << 32, 1LL << 32}), xlite::shape_error);
   CHECK_THROWS_WITH(shape({1LL << 32, 1LL << 32}), Contains("more elements than int64 can count"));
   CHECK_THROWS_AS(shape(std::vector<std::uint64_t>{1ULL << 63}), xlite::shape_error);
-  CHECK_NOTHROW(shape({0, 1LL << 62, 1LL << 62})); // zero elements, however large the rest
+  CHECK_NOTHROW(shape({0, 1LL << 62, 1LL << 62}));      // zero elements, however large the rest
+  CHECK(shape({1LL << 62, 1LL << 62, 0}).numel() == 0); // no overflow on the way to the 0
   CHECK_NOTHROW(shape({1, 1, 1, 1, 1, 1, 1, 1}));
 }
 
@@ -41,7 +42,7 @@ namespace {
 
 // NumPy's broadcasting rule written the long way, as an independent reference: pad both
 // shapes with leading 1s to the same rank, then take each dimension pair in turn.
-std::vector<std::int64_t> reference_broadcast(std::vector<std::int64_t> a, std::vector<std::int64_t> b, bool &ok) {
+std::vector<std::int64_t> reference_broadcast(std::vector<std::int64_t> a, std::vector<std::int64_t> b, bool& ok) {
   while (a.size() < b.size()) a.insert(a.begin(), 1);
   while (b.size() < a.size()) b.insert(b.begin(), 1);
   std::vector<std::int64_t> out(a.size());
@@ -68,8 +69,8 @@ TEST_CASE("broadcast_shapes agrees with NumPy's rule on random shapes", "[shape]
   int incompatible = 0;
   for (int trial = 0; trial < 20000; ++trial) {
     std::vector<std::int64_t> a(rank_of(rng)), b(rank_of(rng));
-    for (auto &d : a) d = dim_of(rng);
-    for (auto &d : b) d = dim_of(rng);
+    for (auto& d : a) d = dim_of(rng);
+    for (auto& d : b) d = dim_of(rng);
     bool ok = false;
     const auto expected = reference_broadcast(a, b, ok);
     INFO(shape(a) << " with " << shape(b));

@@ -246,7 +246,8 @@ TEST_CASE("mlir_text: every exported op, lowered and run, computes what xlite co
     const auto wide = a * 150.0f; // -300 to 300: outside int8 and uint8
     const auto bytes = lazy::cast(positive * 100.0f, dtype::u8);
     check_against_xlite({f32(lazy::cast(wide, dtype::i8)), f32(lazy::cast(wide, dtype::u8)), f32(lazy::abs(bytes)),
-                         f32(lazy::abs(lazy::cast(wide, dtype::i8))), f32(lazy::amax(bytes)), f32(lazy::amin(bytes, {1})),
+                         f32(lazy::abs(lazy::cast(wide, dtype::i8))), f32(lazy::amax(bytes)),
+                         f32(lazy::amin(bytes, {1})),
                          f32(bytes > lazy::cast(lazy::tensor::from(tensor<float>{100.0f}), dtype::u8))});
   }
   SECTION("to bfloat16 and float16 through float32, as xlite rounds") {
@@ -254,8 +255,8 @@ TEST_CASE("mlir_text: every exported op, lowered and run, computes what xlite co
     // through float32 it first becomes the tie 1 + 2^-8, which goes to even, 1. Likewise
     // 2^40 + 2^32 + 1 from int64.
     const auto near_tie = lazy::tensor::from(tensor<double>{1.0 + 0x1p-8 + 0x1p-40, -(1.0 + 0x1p-8 + 0x1p-40)});
-    const auto big = lazy::tensor::from(
-        tensor<std::int64_t>{(std::int64_t{1} << 40) + (std::int64_t{1} << 32) + 1, 257});
+    const auto big =
+        lazy::tensor::from(tensor<std::int64_t>{(std::int64_t{1} << 40) + (std::int64_t{1} << 32) + 1, 257});
     check_against_xlite({f32(lazy::cast(near_tie, dtype::bf16)), f32(lazy::cast(big, dtype::bf16)),
                          f32(lazy::cast(lazy::cast(big, dtype::i32), dtype::f16))});
   }

@@ -11,8 +11,8 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <random>
 #include <span>

@@ -60,7 +60,10 @@ public:
   constexpr auto end() const noexcept { return dims().end(); }
 
   // The number of elements: the product of the dimensions (1 for rank 0).
+  // 0 as soon as one dimension is 0: (2^62, 2^62, 0) is a valid shape, and multiplying
+  // its dimensions in order would overflow before reaching the 0.
   constexpr std::int64_t numel() const noexcept {
+    if (std::ranges::find(dims(), 0) != end()) return 0;
     std::int64_t n = 1;
     for (const auto dim : dims()) n *= dim;
     return n;

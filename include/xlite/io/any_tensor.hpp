@@ -89,8 +89,9 @@ private:
 namespace io::detail {
 
 // A shape read from a file. Beyond what xlite::shape checks, the dimensions must multiply,
-// left to right as shape::numel() does, without overflowing before a zero: (2^63 - 1, 2, 0)
-// holds no element, but numel() would overflow on the way to the 0.
+// left to right, without overflowing before a zero: (2^63 - 1, 2, 0) holds no element, but
+// code that multiplies leading dimensions (outer counts of a reduction or a matmul's batch)
+// would overflow on the way to the 0. A file is no place for such a shape.
 inline xlite::shape file_shape(const std::vector<std::int64_t>& dims) {
   std::int64_t product = 1;
   for (const std::int64_t d : dims) {

@@ -253,9 +253,8 @@ private:
     const arithmetic af = arithmetic_of(from), at = arithmetic_of(to);
     if (at == arithmetic::boolean) {
       const std::string zero = scalar(literal{}, from, out);
-      out << "    " << name << " = "
-          << (af == arithmetic::floating ? "arith.cmpf une, " : "arith.cmpi ne, ") << x << ", " << zero << " : " << a
-          << '\n';
+      out << "    " << name << " = " << (af == arithmetic::floating ? "arith.cmpf une, " : "arith.cmpi ne, ") << x
+          << ", " << zero << " : " << a << '\n';
     } else if (bits_of(to) == 16 && from != dtype::f32 && bits_of(from) != 8 && bits_of(from) != 1) {
       // To a 16-bit float through float32, as xlite computes: from the other 16-bit float,
       // and from float64, int32 and int64, which would otherwise round once, not twice.
@@ -268,11 +267,11 @@ private:
       out << "    " << name << " = " << (bits_of(to) > bits_of(from) ? "arith.extf " : "arith.truncf ") << x << " : "
           << a << " to " << b << '\n';
     } else if (at == arithmetic::floating) {
-      out << "    " << name << " = " << (af == arithmetic::signed_int ? "arith.sitofp " : "arith.uitofp ") << x
-          << " : " << a << " to " << b << '\n';
+      out << "    " << name << " = " << (af == arithmetic::signed_int ? "arith.sitofp " : "arith.uitofp ") << x << " : "
+          << a << " to " << b << '\n';
     } else if (af == arithmetic::floating) {
-      out << "    " << name << " = " << (at == arithmetic::signed_int ? "arith.fptosi " : "arith.fptoui ") << x
-          << " : " << a << " to " << b << '\n';
+      out << "    " << name << " = " << (at == arithmetic::signed_int ? "arith.fptosi " : "arith.fptoui ") << x << " : "
+          << a << " to " << b << '\n';
     } else if (bits_of(to) > bits_of(from)) {
       out << "    " << name << " = " << (af == arithmetic::signed_int ? "arith.extsi " : "arith.extui ") << x << " : "
           << a << " to " << b << '\n';
@@ -302,8 +301,8 @@ private:
     const auto zero = [&] { return scalar(literal{}, t, out); };
     const auto compare = [&](std::string_view floating, std::string_view signed_int, std::string_view unsigned_int) {
       const std::string_view predicate = fp ? floating : kind == arithmetic::signed_int ? signed_int : unsigned_int;
-      return emit(std::string(fp ? "arith.cmpf " : "arith.cmpi ") + std::string(predicate) + ", " + x[0] + ", " +
-                  x[1] + " : " + e);
+      return emit(std::string(fp ? "arith.cmpf " : "arith.cmpi ") + std::string(predicate) + ", " + x[0] + ", " + x[1] +
+                  " : " + e);
     };
     const bool is_signed = kind == arithmetic::signed_int;
     const auto minimum = [&](const std::string& a, const std::string& b) {
@@ -379,10 +378,14 @@ private:
     case op::tanh:
       return math("tanh", x[0]);
     case op::sigmoid: // 1 / (1 + exp(-x)), as xlite computes it
-      return binary("arith.divf", "", one(), binary("arith.addf", "", one(), math("exp", emit("arith.negf " + x[0] + " : " + e))));
+      return binary("arith.divf", "", one(),
+                    binary("arith.addf", "", one(), math("exp", emit("arith.negf " + x[0] + " : " + e))));
     case op::relu: { // x < 0 ? 0 : x, so relu(NaN) is NaN
       const std::string z = zero();
-      const std::string negative = emit(std::string(fp ? "arith.cmpf olt, " : is_signed ? "arith.cmpi slt, " : "arith.cmpi ult, ") + x[0] + ", " + z + " : " + e);
+      const std::string negative = emit(std::string(fp          ? "arith.cmpf olt, "
+                                                    : is_signed ? "arith.cmpi slt, "
+                                                                : "arith.cmpi ult, ") +
+                                        x[0] + ", " + z + " : " + e);
       return emit("arith.select " + negative + ", " + z + ", " + x[0] + " : " + e);
     }
     case op::gelu: { // 0.5 x (1 + erf(x / sqrt 2))
@@ -424,7 +427,8 @@ private:
     return generic_of(type, s, named, types, maps, iterators, init, body, output_map);
   }
 
-  std::string generic_of(dtype type, const xlite::shape& s, const std::vector<std::pair<std::string, std::string>>& inputs,
+  std::string generic_of(dtype type, const xlite::shape& s,
+                         const std::vector<std::pair<std::string, std::string>>& inputs,
                          const std::vector<dtype>& input_types, std::vector<std::string> maps,
                          const std::vector<std::string>& iterators, const std::string* init, const body_builder& body,
                          const std::string& output_map = "") {
@@ -498,24 +502,26 @@ private:
   // The tensor `x` (of dtype t) converted element by element to dtype u, optionally divided by `divisor`.
   std::string finish(const std::string& x, dtype t, dtype u, const xlite::shape& s, std::int64_t divisor = 1) {
     if (t == u && divisor == 1) return x;
-    return generic_of(u, s, {{x, tensor_type(t, s)}}, {t}, {identity_map(s.rank())},
-                      std::vector<std::string>(s.rank(), "parallel"), nullptr,
-                      [&](const std::vector<std::string>& in, std::ostringstream& out) {
-                        std::string v = in[0];
-                        if (divisor != 1) {
-                          const std::string count = scalar(literal::of(static_cast<double>(divisor)), t, out);
-                          const std::string q = fresh();
-                          out << "    " << q << " = arith.divf " << v << ", " << count << " : " << element_type(t) << '\n';
-                          v = q;
-                        }
-                        return convert(v, t, u, out);
-                      });
+    return generic_of(
+        u, s, {{x, tensor_type(t, s)}}, {t}, {identity_map(s.rank())}, std::vector<std::string>(s.rank(), "parallel"),
+        nullptr, [&](const std::vector<std::string>& in, std::ostringstream& out) {
+          std::string v = in[0];
+          if (divisor != 1) {
+            const std::string count = scalar(literal::of(static_cast<double>(divisor)), t, out);
+            const std::string q = fresh();
+            out << "    " << q << " = arith.divf " << v << ", " << count << " : " << element_type(t) << '\n';
+            v = q;
+          }
+          return convert(v, t, u, out);
+        });
   }
 
   std::string reduction(const instruction& ins) {
     const instruction& x = operand(ins, 0);
     const std::vector<std::int64_t>& axes = ins.attrs.ints;
-    const auto reduced = [&](std::size_t a) { return std::ranges::find(axes, static_cast<std::int64_t>(a)) != axes.end(); };
+    const auto reduced = [&](std::size_t a) {
+      return std::ranges::find(axes, static_cast<std::int64_t>(a)) != axes.end();
+    };
     std::vector<std::int64_t> kept;
     std::vector<std::string> iterators, out_dims;
     std::int64_t count = 1;
@@ -659,9 +665,10 @@ private:
     const std::string name = fresh();
     std::string indices;
     for (std::size_t a = 0; a < ins.shape.rank(); ++a) indices += (a ? ", " : "") + fresh() + ": index";
-    line(name + " = tensor.pad " + value(ins.operands[0]) + " low" + list(low) + " high" + list(high) + " {\n    ^bb0(" +
-         indices + "):\n      tensor.yield " + fill_value + " : " + std::string(element_type(ins.type)) + "\n    } : " +
-         tensor_type(ins.type, operand(ins, 0).shape) + " to " + tensor_type(ins.type, ins.shape));
+    line(name + " = tensor.pad " + value(ins.operands[0]) + " low" + list(low) + " high" + list(high) +
+         " {\n    ^bb0(" + indices + "):\n      tensor.yield " + fill_value + " : " +
+         std::string(element_type(ins.type)) + "\n    } : " + tensor_type(ins.type, operand(ins, 0).shape) + " to " +
+         tensor_type(ins.type, ins.shape));
     return name;
   }
 
