@@ -148,20 +148,25 @@ TEST_CASE("the AMX path, on modelled tiles, accumulates each k-pair even then od
                                         : xlite_test::random_case_of_size(rng, size[0], size[1], size[2], false);
     INFO("m " << g.m << ", n " << g.n << ", k " << g.k << ", batch " << g.batch << ", trans " << g.trans_a << g.trans_b
               << ", alpha " << g.alpha << ", beta " << g.beta);
-    std::vector<float> c = g.c, from_bf16 = g.c;
-    const std::vector<xlite::bfloat16> a(g.a.begin(), g.a.end()), b(g.b.begin(), g.b.end());
-    const auto args = xlite_test::args_of<float, float>(g, g.a.data(), g.b.data(), c.data(), gemm_precision::bf16);
-    const auto bf16_args =
-        xlite_test::args_of<xlite::bfloat16, float>(g, a.data(), b.data(), from_bf16.data(), gemm_precision::bf16);
-    xlite::kernels::gemm_detail::validate(args);
-    if (g.m > 0 && g.n > 0) {
-      xlite::kernels::gemm_detail::run_path<path>(args, {});
-      xlite::kernels::gemm_detail::run_path<path>(bf16_args, {});
-    }
-    xlite_test::check_against_double(g, c, true, false);
     // Intel's pseudo-code, even product then odd, is k in order: a naive loop on the rounded inputs.
     const std::vector<float> expected = xlite_test::naive_chain(g, true, true);
-    CHECK(xlite_test::same_bits(c, expected));
-    CHECK(xlite_test::same_bits(from_bf16, expected)); // A packed or in place alike
+    const std::vector<xlite::bfloat16> a(g.a.begin(), g.a.end()), b(g.b.begin(), g.b.end());
+    // The packing: AVX-512 where the CPU has AVX512_BF16, and the scalar routines under a cap.
+    for (const isa cap : {isa::avx512_bf16, isa::avx512}) {
+      INFO("isa cap " << xlite::name(cap));
+      xlite::scoped_max_isa capped(cap);
+      std::vector<float> c = g.c, from_bf16 = g.c;
+      const auto args = xlite_test::args_of<float, float>(g, g.a.data(), g.b.data(), c.data(), gemm_precision::bf16);
+      const auto bf16_args =
+          xlite_test::args_of<xlite::bfloat16, float>(g, a.data(), b.data(), from_bf16.data(), gemm_precision::bf16);
+      xlite::kernels::gemm_detail::validate(args);
+      if (g.m > 0 && g.n > 0) {
+        xlite::kernels::gemm_detail::run_path<path>(args, {});
+        xlite::kernels::gemm_detail::run_path<path>(bf16_args, {});
+      }
+      xlite_test::check_against_double(g, c, true, false);
+      CHECK(xlite_test::same_bits(c, expected));
+      CHECK(xlite_test::same_bits(from_bf16, expected)); // A packed or in place alike
+    }
   }
 }

@@ -150,8 +150,8 @@ struct a_blocks {
 // C tile (32 x 32, row distance ldc floats) = acc, where acc starts at 0 (start_scale 0)
 // or C (start_scale 1) and takes `blocks` blocks in order; the caller scales for other cases.
 template <class Tiles>
-void micro_kernel(Tiles& tiles, std::int64_t blocks, a_blocks a, const std::uint32_t* b, float* c, std::int64_t ldc,
-                  bool start_from_c) {
+[[gnu::always_inline]] inline void micro_kernel(Tiles& tiles, std::int64_t blocks, a_blocks a, const std::uint32_t* b,
+                                                float* c, std::int64_t ldc, bool start_from_c) {
   const auto c_stride = static_cast<std::int64_t>(ldc * sizeof(float));
   if (start_from_c) {
     tiles.template load<0>(c, c_stride);
@@ -187,7 +187,7 @@ XLITE_INTRINSICS_BEGIN
 
 // The instructions themselves. A tile number must be a literal in the instruction (GCC's
 // macros paste it into the assembly), so each template picks its literal.
-#define XLITE_AMX_WITH_TILE(T, DO)                                                                                    \
+#define XLITE_AMX_WITH_TILE(T, DO)                                                                                     \
   if constexpr ((T) == 0) {                                                                                            \
     DO(0);                                                                                                             \
   } else if constexpr ((T) == 1) {                                                                                     \
@@ -248,6 +248,14 @@ struct amx_tiles {
 };
 
 #undef XLITE_AMX_WITH_TILE
+
+// The micro-kernel on the instructions themselves, compiled for AMX so that the tile
+// operations inline into its loop (called from code without the target, each would be a
+// call: 12% of the kernel's time).
+XLITE_TARGET_AMX inline void micro_kernel(amx_tiles& tiles, std::int64_t blocks, a_blocks a, const std::uint32_t* b,
+                                          float* c, std::int64_t ldc, bool start_from_c) {
+  micro_kernel<amx_tiles>(tiles, blocks, a, b, c, ldc, start_from_c);
+}
 
 XLITE_INTRINSICS_END
 #endif

@@ -259,8 +259,7 @@ struct avx512_path : path_traits<avx512_path<Steps>, float, 12, 32, Steps, 256, 
   static constexpr bool reads_a_in_place = Steps == step_kind::floats;
   static void micro_in_place(std::int64_t s, const void* a, std::int64_t row_bytes, const float* b, float* c,
                              std::int64_t ldc, const tile_update& u) {
-    micro_kernel_avx512<12, 2>(s, a_in_place<float, 12>{static_cast<const unsigned char*>(a), row_bytes}, b, c, ldc,
-                               u);
+    micro_kernel_avx512<12, 2>(s, a_in_place<float, 12>{static_cast<const unsigned char*>(a), row_bytes}, b, c, ldc, u);
   }
 };
 
@@ -268,7 +267,7 @@ struct avx512_bf16_path : path_traits<avx512_bf16_path, std::uint32_t, 12, 32, s
   static constexpr isa level = isa::avx512_bf16;
   template <int W, class T>
   static void pack(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
-    pack_bf16_pairs_avx512<W>(dst, src, count, depth);
+    pack_bf16_pairs_avx512<W>(dst, src, count, depth, pair_steps(depth));
   }
   static void micro(std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t ldc,
                     const tile_update& u) {
@@ -278,25 +277,31 @@ struct avx512_bf16_path : path_traits<avx512_bf16_path, std::uint32_t, 12, 32, s
   static constexpr bool reads_a_in_place = true;
   static void micro_in_place(std::int64_t s, const void* a, std::int64_t row_bytes, const std::uint32_t* b, float* c,
                              std::int64_t ldc, const tile_update& u) {
-    micro_kernel_avx512_bf16<12, 2>(s, a_in_place<std::uint32_t, 12>{static_cast<const unsigned char*>(a), row_bytes}, b,
-                                    c, ldc, u);
+    micro_kernel_avx512_bf16<12, 2>(s, a_in_place<std::uint32_t, 12>{static_cast<const unsigned char*>(a), row_bytes},
+                                    b, c, ldc, u);
   }
 };
 
 // AMX tiles (kernels/amx.hpp), through Tiles: amx::amx_tiles, or a model of them in tests.
 // Steps are k-pairs padded to whole 16-pair blocks.
 template <class Tiles>
-struct amx_path : path_traits<amx_path<Tiles>, std::uint32_t, amx::mr, amx::nr, step_kind::bf16_pairs, 1024, 3072, 256> {
+struct amx_path
+    : path_traits<amx_path<Tiles>, std::uint32_t, amx::mr, amx::nr, step_kind::bf16_pairs, 1024, 3072, 256> {
   static constexpr isa level = isa::amx;
   static constexpr std::int64_t block = amx::pairs_per_block;
 
   static constexpr std::int64_t steps(std::int64_t depth) { return (pair_steps(depth) + block - 1) / block * block; }
+  // Packing with AVX512_BF16, which every AMX machine has; the scalar routines where the
+  // ISA is capped below it (the tests' modelled tiles run either).
+  static bool vector_packing() { return active_isa() >= isa::avx512_bf16; }
   template <class T>
   static void pack_a(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
+    if (vector_packing()) return pack_amx_rows_avx512<amx::mr>(dst, src, count, depth, steps(depth));
     pack_amx_rows<amx::mr>(dst, src, count, depth, steps(depth));
   }
   template <class T>
   static void pack_b(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
+    if (vector_packing()) return pack_bf16_pairs_avx512<amx::nr>(dst, src, count, depth, steps(depth));
     pack_bf16_pairs<amx::nr>(dst, src, count, depth, steps(depth));
   }
 
@@ -387,8 +392,8 @@ void for_tasks(thread_pool* pool, std::int64_t count, std::int64_t grain, Body&&
 template <class Path, class In>
 bool a_read_in_place(const problem<In>& p, std::int64_t kb) {
   if constexpr (Path::reads_a_in_place) {
-    constexpr bool same_values = Path::steps_kind == step_kind::floats ? std::is_same_v<In, float>
-                                                                        : std::is_same_v<In, bfloat16>;
+    constexpr bool same_values =
+        Path::steps_kind == step_kind::floats ? std::is_same_v<In, float> : std::is_same_v<In, bfloat16>;
     if constexpr (same_values) {
       const bool whole_steps = kb % Path::in_place_k_multiple == 0;
       const bool narrow_enough = Path::in_place_when_wide || p.n <= Path::nc;
@@ -438,8 +443,7 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
 
         // The B block -> panels of nr columns (kept in L2; streamed by the micro-kernel).
         packed* packed_b = thread_scratch<scratch_use::packed_b>().get<packed>(b_panels * nr * steps);
-        const panel_source<In> b_source{p.trans_b ? p.b + jc * p.ldb + pc : p.b + pc * p.ldb + jc, p.ldb,
-                                        !p.trans_b};
+        const panel_source<In> b_source{p.trans_b ? p.b + jc * p.ldb + pc : p.b + pc * p.ldb + jc, p.ldb, !p.trans_b};
         const std::int64_t b_grain = grain_for(b_panels);
         for_tasks(pool, (b_panels + b_grain - 1) / b_grain, 1, [&](std::int64_t task) {
           const std::int64_t first = task * b_grain * nr;

@@ -12,6 +12,7 @@
 //                   accumulates in VDPBF16PS's order, odd k before even k of each pair
 //   bf16 pairs      two k per step in one 32-bit element, the even k in the low half
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -106,7 +107,8 @@ void pack_floats(float* dst, const panel_source<T>& src, std::int64_t count, std
     }
   }
   with_layout(src, [&](auto k_major, const auto& at) {
-    pack_panels<W, k_major()>(dst, count, depth, [&](std::int64_t i, std::int64_t k) { return static_cast<float>(at(i, k)); });
+    pack_panels<W, k_major()>(dst, count, depth,
+                              [&](std::int64_t i, std::int64_t k) { return static_cast<float>(at(i, k)); });
   });
 }
 
@@ -133,8 +135,8 @@ void pack_bf16_pairs(std::uint32_t* dst, const panel_source<T>& src, std::int64_
     const auto bits = [&](std::int64_t i, std::int64_t k) -> std::uint32_t {
       return k < depth ? as_bfloat16(at(i, k)).bits() : 0u;
     };
-    pack_panels<W, k_major()>(dst, count, steps,
-                              [&](std::int64_t i, std::int64_t s) { return bits(i, 2 * s) | bits(i, 2 * s + 1) << 16; });
+    pack_panels<W, k_major()>(
+        dst, count, steps, [&](std::int64_t i, std::int64_t s) { return bits(i, 2 * s) | bits(i, 2 * s + 1) << 16; });
   });
 }
 
@@ -154,7 +156,8 @@ void pack_amx_rows(std::uint32_t* dst, const panel_source<T>& src, std::int64_t 
       for (std::int64_t w = 0; w < W; ++w) {
         const std::int64_t i = first + w;
         for (std::int64_t s = 0; s < steps; ++s) {
-          panel[(s / block) * W * block + w * block + s % block] = i < count ? bits(i, 2 * s) | bits(i, 2 * s + 1) << 16 : 0u;
+          panel[(s / block) * W * block + w * block + s % block] =
+              i < count ? bits(i, 2 * s) | bits(i, 2 * s + 1) << 16 : 0u;
         }
       }
     }
@@ -190,35 +193,39 @@ XLITE_TARGET_AVX512_BF16 inline __m512i pair_words(const bfloat16* row, const bf
 // 16 pair words of one index at 32 consecutive k of an index-major source (pairs adjacent
 // in memory); `lanes` selects the pairs that exist, `last_odd` drops the k past the end.
 XLITE_TARGET_AVX512_BF16 inline __m512i pair_words_along(const float* k0, __mmask16 lanes, bool last_odd) {
-  const __mmask32 values = last_odd ? static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes) - 1)) - 1)
-                                    : static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes))) - 1);
+  const __mmask32 values = last_odd
+                               ? static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes) - 1)) - 1)
+                               : static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes))) - 1);
   const __m512 low = _mm512_maskz_loadu_ps(static_cast<__mmask16>(values), k0);
   const __m512 high = _mm512_maskz_loadu_ps(static_cast<__mmask16>(values >> 16), k0 + 16);
   return (__m512i)_mm512_cvtne2ps_pbh(high, low); // in order: already pairs
 }
 
 XLITE_TARGET_AVX512_BF16 inline __m512i pair_words_along(const bfloat16* k0, __mmask16 lanes, bool last_odd) {
-  const __mmask32 values = last_odd ? static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes) - 1)) - 1)
-                                    : static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes))) - 1);
+  const __mmask32 values = last_odd
+                               ? static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes) - 1)) - 1)
+                               : static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes))) - 1);
   return _mm512_maskz_loadu_epi16(values, k0);
 }
 
+// `steps` may exceed pair_steps(depth): the steps past it are zeros (AMX's whole blocks).
 template <int W, class T>
 XLITE_TARGET_AVX512_BF16 void pack_bf16_pairs_avx512(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count,
-                                                   std::int64_t depth) {
-  const std::int64_t steps = pair_steps(depth);
+                                                     std::int64_t depth, std::int64_t steps) {
   if (src.k_major) {
     // Step by step; within a step, panel by panel, 16 indices at a time.
     for (std::int64_t s = 0; s < steps; ++s) {
-      const T* row = src.data + 2 * s * src.ld;
+      const bool exists = 2 * s < depth;
+      const T* row = exists ? src.data + 2 * s * src.ld : src.data; // past depth: zeros, nothing read
       const T* next = 2 * s + 1 < depth ? row + src.ld : nullptr;
       for (std::int64_t first = 0; first < count; first += W) {
         std::uint32_t* out = dst + first * steps + s * W;
         for (int w = 0; w < W; w += 16) {
-          const std::int64_t left = count - first - w;
+          const std::int64_t left = exists ? count - first - w : 0;
           const auto lanes = static_cast<__mmask16>(left >= 16 ? 0xffffu : left <= 0 ? 0u : (1u << left) - 1);
           const auto store = static_cast<__mmask16>(W - w >= 16 ? 0xffffu : (1u << (W - w)) - 1);
-          _mm512_mask_storeu_epi32(out + w, store, pair_words(row + first + w, next == nullptr ? nullptr : next + first + w, lanes));
+          _mm512_mask_storeu_epi32(out + w, store,
+                                   pair_words(row + first + w, next == nullptr ? nullptr : next + first + w, lanes));
         }
       }
     }
@@ -234,9 +241,10 @@ XLITE_TARGET_AVX512_BF16 void pack_bf16_pairs_avx512(std::uint32_t* dst, const p
       const T* along = src.data + (first + w) * src.ld;
       for (std::int64_t s0 = 0; s0 < steps; s0 += 16) {
         const std::int64_t n = steps - s0 < 16 ? steps - s0 : 16;
-        if (exists) {
-          const auto lanes = static_cast<__mmask16>(n == 16 ? 0xffffu : (1u << n) - 1);
-          _mm512_store_si512(words, pair_words_along(along + 2 * s0, lanes, 2 * (s0 + n) > depth));
+        const std::int64_t pairs = std::clamp<std::int64_t>(pair_steps(depth) - s0, 0, n); // the rest are zeros
+        if (exists && pairs > 0) {
+          const auto lanes = static_cast<__mmask16>(pairs == 16 ? 0xffffu : (1u << pairs) - 1);
+          _mm512_store_si512(words, pair_words_along(along + 2 * s0, lanes, 2 * (s0 + pairs) > depth));
         } else {
           _mm512_store_si512(words, _mm512_setzero_si512());
         }
@@ -278,8 +286,8 @@ XLITE_TARGET_AVX512 __attribute__((always_inline)) inline void transpose_16x16(_
 }
 
 template <int W>
-XLITE_TARGET_AVX512 void pack_floats_index_major_avx512(float* dst, const float* src, std::int64_t ld, std::int64_t count,
-                                                      std::int64_t depth) {
+XLITE_TARGET_AVX512 void pack_floats_index_major_avx512(float* dst, const float* src, std::int64_t ld,
+                                                        std::int64_t count, std::int64_t depth) {
   for (std::int64_t first = 0; first < count; first += W) {
     float* panel = dst + first * depth;
     for (int w0 = 0; w0 < W; w0 += 16) { // 16 indices of the panel at a time
@@ -291,10 +299,54 @@ XLITE_TARGET_AVX512 void pack_floats_index_major_avx512(float* dst, const float*
         __m512 r[16];
         for (int i = 0; i < 16; ++i) {
           const std::int64_t index = first + w0 + i;
-          r[i] = i < width && index < count ? _mm512_maskz_loadu_ps(load_lanes, src + index * ld + s0) : _mm512_setzero_ps();
+          r[i] = i < width && index < count ? _mm512_maskz_loadu_ps(load_lanes, src + index * ld + s0)
+                                            : _mm512_setzero_ps();
         }
         transpose_16x16(r);
         for (std::int64_t s = 0; s < n; ++s) _mm512_mask_storeu_ps(panel + (s0 + s) * W + w0, store_lanes, r[s]);
+      }
+    }
+  }
+}
+
+// pack_amx_rows with AVX-512: a block's 16 pair words of one row are one 64-byte store.
+// From an index-major source (A as stored) they are 32 consecutive values; from a k-major
+// one (A transposed) 16 steps of 16 rows are gathered a step at a time and transposed.
+template <int W, class T>
+XLITE_TARGET_AVX512_BF16 void pack_amx_rows_avx512(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count,
+                                                   std::int64_t depth, std::int64_t steps) {
+  constexpr std::int64_t block = 16;
+  const std::int64_t pairs_total = pair_steps(depth);
+  const auto lanes_of = [](std::int64_t n) {
+    return static_cast<__mmask16>(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
+  };
+  for (std::int64_t first = 0; first < count; first += W) {
+    std::uint32_t* panel = dst + first * steps;
+    for (std::int64_t s0 = 0; s0 < steps; s0 += block) {
+      std::uint32_t* out = panel + s0 * W; // rows of this block, 16 words each
+      const std::int64_t pairs = std::clamp<std::int64_t>(pairs_total - s0, 0, block);
+      const bool last_odd = 2 * (s0 + pairs) > depth;
+      if (!src.k_major) {
+        for (std::int64_t w = 0; w < W; ++w) {
+          const std::int64_t row = first + w;
+          const __m512i words = row < count && pairs > 0
+                                    ? pair_words_along(src.data + row * src.ld + 2 * s0, lanes_of(pairs), last_odd)
+                                    : _mm512_setzero_si512();
+          _mm512_store_si512(out + w * block, words);
+        }
+        continue;
+      }
+      for (std::int64_t w0 = 0; w0 < W; w0 += 16) {
+        const __mmask16 rows = lanes_of(count - first - w0);
+        __m512 r[16];
+        for (std::int64_t s = 0; s < block; ++s) {
+          const std::int64_t k = 2 * (s0 + s);
+          const T* at = src.data + k * src.ld + first + w0;
+          r[s] = s < pairs ? _mm512_castsi512_ps(pair_words(at, k + 1 < depth ? at + src.ld : nullptr, rows))
+                           : _mm512_setzero_ps();
+        }
+        transpose_16x16(r); // r[i]: the 16 steps of row w0 + i
+        for (int i = 0; i < 16; ++i) _mm512_store_ps(out + (w0 + i) * block, r[i]);
       }
     }
   }
