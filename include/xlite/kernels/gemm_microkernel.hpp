@@ -113,7 +113,8 @@ XLITE_TARGET_AVX2 inline void micro_kernel_avx2(std::int64_t steps, const float*
   for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
-      acc[i][v] = update.start_scale == 0.0f ? _mm256_setzero_ps() : _mm256_mul_ps(start, _mm256_loadu_ps(c + i * ldc + 8 * v));
+      acc[i][v] =
+          update.start_scale == 0.0f ? _mm256_setzero_ps() : _mm256_mul_ps(start, _mm256_loadu_ps(c + i * ldc + 8 * v));
     }
   }
   for (std::int64_t s = 0; s < steps; ++s) {
@@ -148,7 +149,8 @@ XLITE_TARGET_AVX512 inline void start_tile_avx512(__m512 (&acc)[MR][NV], const f
   for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
-      acc[i][v] = update.start_scale == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(start, _mm512_loadu_ps(c + i * ldc + 16 * v));
+      acc[i][v] = update.start_scale == 0.0f ? _mm512_setzero_ps()
+                                             : _mm512_mul_ps(start, _mm512_loadu_ps(c + i * ldc + 16 * v));
     }
   }
 }
@@ -167,14 +169,19 @@ XLITE_TARGET_AVX512 inline void write_tile_avx512(const __m512 (&acc)[MR][NV], f
 }
 
 template <int MR, int NV, class A = packed_a<float, MR>>
-XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, A a, const float* b, float* c,
-                                                  std::int64_t ldc, const tile_update& update) {
+XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, A a, const float* b, float* c, std::int64_t ldc,
+                                                    const tile_update& update) {
   constexpr int NR = 16 * NV;
+  constexpr std::int64_t b_ahead = 4;
   __m512 acc[MR][NV];
   start_tile_avx512(acc, c, ldc, update);
   for (std::int64_t s = 0; s < steps; ++s) {
     // The next A panel, which the driver takes after this one's last tile: into L2 early.
     _mm_prefetch(static_cast<const char*>(a.ahead(steps, s)), _MM_HINT_T1);
+    // B streams from L2: its step 4 ahead into L1 (5% at 2048^3; 2 and 8 measured worse).
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      _mm_prefetch(reinterpret_cast<const char*>(b + (s + b_ahead) * NR + 16 * v), _MM_HINT_T0);
     __m512 bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + s * NR + 16 * v);
@@ -190,7 +197,7 @@ XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, A a, con
 
 template <int MR, int NV, class A = packed_a<std::uint32_t, MR>>
 XLITE_TARGET_AVX512_BF16 inline void micro_kernel_avx512_bf16(std::int64_t steps, A a, const std::uint32_t* b, float* c,
-                                                             std::int64_t ldc, const tile_update& update) {
+                                                              std::int64_t ldc, const tile_update& update) {
   constexpr int NR = 16 * NV;
   __m512 acc[MR][NV];
   start_tile_avx512(acc, c, ldc, update);
