@@ -137,9 +137,9 @@ TEST_CASE("the AMX path, on modelled tiles, accumulates each k-pair even then od
   // Then sizes with k in whole 32-k blocks and A not transposed, where a bfloat16 A is read
   // in place: in one k block and in two (k > kc = 1024), with a packed last block of 16 k
   // and a packed last panel of fewer than 32 rows; and, wider than a column block or with
-  // k not in whole blocks, packed.
-  const std::int64_t sizes[][3] = {{70, 45, 96},   {64, 31, 32},   {96, 256, 160}, {35, 7, 288},
-                                   {40, 33, 1056}, {33, 20, 1040}, {33, 300, 64},  {40, 20, 33}};
+  // k not in whole blocks, packed. The last is big enough to be split across threads.
+  const std::int64_t sizes[][3] = {{70, 45, 96},   {64, 31, 32},  {96, 256, 160}, {35, 7, 288},   {40, 33, 1056},
+                                   {33, 20, 1040}, {33, 300, 64}, {40, 20, 33},   {260, 300, 448}};
   constexpr int random_trials = 24;
   for (int trial = 0; trial < random_trials + static_cast<int>(std::size(sizes)); ++trial) {
     const auto* size = trial < random_trials ? nullptr : sizes[trial - random_trials];

@@ -212,6 +212,10 @@ struct path_traits {
     Path::template pack<NR>(dst, src, count, depth);
   }
 
+  // Problems below this many FLOPs run on the calling thread: a parallel loop costs a few
+  // microseconds, about what 1 MFLOP takes on the vector paths.
+  static constexpr std::int64_t parallel_flops = std::int64_t{1} << 21;
+
   // Around each thread's run of micro-kernels (AMX loads its tile configuration here).
   static void begin_task() {}
   static void end_task() {}
@@ -289,6 +293,10 @@ struct amx_path
     : path_traits<amx_path<Tiles>, std::uint32_t, amx::mr, amx::nr, step_kind::bf16_pairs, 1024, 3072, 256> {
   static constexpr isa level = isa::amx;
   static constexpr std::int64_t block = amx::pairs_per_block;
+  // At a TFLOP/s a product splits well only from about 64 MFLOP: below, two threads
+  // measured slower than one (256^3: 48 against 44 us; 320^3 even; 384^3 1.2x faster), as
+  // each thread reads the B panels the other packed.
+  static constexpr std::int64_t parallel_flops = std::int64_t{1} << 26;
 
   static constexpr std::int64_t steps(std::int64_t depth) { return (pair_steps(depth) + block - 1) / block * block; }
   // Packing with AVX512_BF16, which every AMX machine has; the scalar routines where the
@@ -359,10 +367,6 @@ struct problem {
   float alpha;             // applied at the last k block
   bool flush_denormals;    // bf16 numerics
 };
-
-// Problems below this many FLOPs run on the calling thread: a parallel loop costs a few
-// microseconds, about what 1 MFLOP takes.
-inline constexpr std::int64_t parallel_flops = std::int64_t{1} << 21;
 
 // Runs body(task) for task in [0, count), on the pool's threads when `pool` is set.
 template <class Body>
@@ -574,7 +578,7 @@ void run_path(const gemm_args<In, Out>& g, const gemm_epilogue& epilogue) {
   const bool through_buffer = !float_out || (g.alpha != 1.0f && g.beta != 0.0f);
   const std::int64_t flops = 2 * g.m * g.n * std::max<std::int64_t>(g.k, 1);
   thread_pool& pool = current_thread_pool();
-  const bool parallel = pool.num_threads() > 1 && flops * g.batch >= parallel_flops;
+  const bool parallel = pool.num_threads() > 1 && flops * g.batch >= Path::parallel_flops;
 
   const auto run_one = [&](std::int64_t b, thread_pool* inner_pool) {
     problem<In> p{g.m,
@@ -653,7 +657,7 @@ void run_path(const gemm_args<In, Out>& g, const gemm_epilogue& epilogue) {
 
   if (!parallel) {
     for (std::int64_t b = 0; b < g.batch; ++b) run_one(b, nullptr);
-  } else if (g.batch > 1 && flops < parallel_flops) {
+  } else if (g.batch > 1 && flops < Path::parallel_flops) {
     // Many small problems: one per task, each on one thread.
     pool.parallel_for(g.batch, 1, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t b = begin; b < end; ++b) run_one(b, nullptr);
