@@ -219,8 +219,13 @@ struct amx_tiles {
     XLITE_AMX_WITH_TILE(T, XLITE_AMX_ZERO)
 #undef XLITE_AMX_ZERO
   }
+  // GCC 12's _tile_loadd and _tile_stored pass only the address, with no memory operand:
+  // the compiler would be free to move C++ stores to a tile's memory past its load, or
+  // C++ reads before its store. The empty asm statements with a memory clobber keep the
+  // order (now that these inline into the micro-kernel, nothing else would).
   template <int T>
   XLITE_TARGET_AMX void load(const void* base, std::int64_t stride) {
+    __asm__ volatile("" ::: "memory");
 #define XLITE_AMX_LOAD(t) _tile_loadd(t, base, stride)
     XLITE_AMX_WITH_TILE(T, XLITE_AMX_LOAD)
 #undef XLITE_AMX_LOAD
@@ -230,6 +235,7 @@ struct amx_tiles {
 #define XLITE_AMX_STORE(t) _tile_stored(t, base, stride)
     XLITE_AMX_WITH_TILE(T, XLITE_AMX_STORE)
 #undef XLITE_AMX_STORE
+    __asm__ volatile("" ::: "memory");
   }
   // The four products of the micro-kernel: C tile 0-3 += A tile 4-5 times B tile 6-7.
   template <int C, int A, int B>
