@@ -1,14 +1,19 @@
+#include <xlite/core/aligned_memory.hpp>
 #include <xlite/kernels/amx.hpp>
 #include <xlite/kernels/gemm.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <random>
+#include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "gemm_check.hpp"
@@ -31,17 +36,22 @@ struct model_tiles {
     configured = true;
   }
   void release() { configured = false; }
+  // Not REQUIRE: the driver calls the tiles from the pool's threads, where Catch2's
+  // assertions are not safe; the pool rethrows this on the calling thread.
+  void require_configured() const {
+    if (!configured) throw std::logic_error("a model tile was used outside configure() ... release()");
+  }
   int rows(int t) const { return config.rows[static_cast<std::size_t>(t)]; }
   int bytes(int t) const { return config.bytes_per_row[static_cast<std::size_t>(t)]; }
 
   template <int T>
   void zero() {
-    REQUIRE(configured);
+    require_configured();
     tile[T].fill(0);
   }
   template <int T>
   void load(const void* base, std::int64_t stride) {
-    REQUIRE(configured);
+    require_configured();
     for (int r = 0; r < rows(T); ++r) {
       std::memcpy(tile[T].data() + r * 64, static_cast<const unsigned char*>(base) + r * stride,
                   static_cast<std::size_t>(bytes(T)));
@@ -49,7 +59,7 @@ struct model_tiles {
   }
   template <int T>
   void store(void* base, std::int64_t stride) {
-    REQUIRE(configured);
+    require_configured();
     for (int r = 0; r < rows(T); ++r) {
       std::memcpy(static_cast<unsigned char*>(base) + r * stride, tile[T].data() + r * 64,
                   static_cast<std::size_t>(bytes(T)));
@@ -67,7 +77,7 @@ struct model_tiles {
   }
   template <int C, int A, int B>
   void dpbf16ps() {
-    REQUIRE(configured);
+    require_configured();
     for (int m = 0; m < rows(C); ++m) {
       for (int k = 0; k < bytes(A) / 4; ++k) {
         for (int n = 0; n < bytes(C) / 4; ++n) {
@@ -170,3 +180,57 @@ TEST_CASE("the AMX path, on modelled tiles, accumulates each k-pair even then od
     }
   }
 }
+
+#if XLITE_X86_KERNELS
+TEST_CASE("the AMX path's AVX-512 packing writes the scalar packing's words", "[amx]") {
+  if (!xlite::detected_cpu_features().avx512_bf16) {
+    WARN("skipped: this CPU has no AVX512_BF16, so the AMX path packs with the scalar routines only");
+    return;
+  }
+  namespace gd = xlite::kernels::gemm_detail;
+  constexpr int w = xlite::kernels::amx::mr;
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
+  const auto run = [&]<class T>(T nan, bool k_major, std::int64_t count, std::int64_t depth) {
+    constexpr bool bf16_source = std::is_same_v<T, xlite::bfloat16>;
+    INFO("bfloat16 " << bf16_source << ", k_major " << k_major << ", count " << count << ", depth " << depth);
+    // The source as stored, its padding between rows NaN: a word that reads it differs.
+    const std::int64_t rows = k_major ? depth : count;
+    const std::int64_t cols = k_major ? count : depth;
+    const std::int64_t ld = cols + 3;
+    std::vector<T> source(static_cast<std::size_t>((rows - 1) * ld + cols), nan);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) source[static_cast<std::size_t>(r * ld + c)] = T(value(rng));
+    }
+    const gd::panel_source<T> src{source.data(), ld, k_major};
+    // Both packings into 64-byte aligned buffers (as the driver's), filled with different junk.
+    const auto packed_equal = [&](std::int64_t steps, const auto& pack_scalar, const auto& pack_vector) {
+      const std::int64_t size = (count + w - 1) / w * w * steps;
+      auto scalar = xlite::allocate_aligned<std::uint32_t>(size);
+      auto vector = xlite::allocate_aligned<std::uint32_t>(size);
+      std::fill_n(scalar.get(), size, 0xdeadbeefu);
+      std::fill_n(vector.get(), size, 0xfeedfaceu);
+      pack_scalar(scalar.get());
+      pack_vector(vector.get());
+      return std::equal(scalar.get(), scalar.get() + size, vector.get());
+    };
+    const std::int64_t padded = (gd::pair_steps(depth) + 15) / 16 * 16;
+    CHECK(packed_equal(
+        padded, [&](std::uint32_t* dst) { gd::pack_amx_rows<w>(dst, src, count, depth, padded); },
+        [&](std::uint32_t* dst) { gd::pack_amx_rows_avx512<w>(dst, src, count, depth, padded); }));
+    for (const std::int64_t steps : {gd::pair_steps(depth), padded}) {
+      CHECK(packed_equal(
+          steps, [&](std::uint32_t* dst) { gd::pack_bf16_pairs<w>(dst, src, count, depth, steps); },
+          [&](std::uint32_t* dst) { gd::pack_bf16_pairs_avx512<w>(dst, src, count, depth, steps); }));
+    }
+  };
+  for (const bool k_major : {false, true}) {
+    for (const std::int64_t count : {1, 5, 16, 31, 32, 33, 70}) {
+      for (const std::int64_t depth : {1, 2, 3, 31, 32, 33, 63, 64, 100}) {
+        run(std::numeric_limits<float>::quiet_NaN(), k_major, count, depth);
+        run(std::numeric_limits<xlite::bfloat16>::quiet_NaN(), k_major, count, depth);
+      }
+    }
+  }
+}
+#endif

@@ -197,7 +197,9 @@ XLITE_TARGET_AVX512_BF16 inline __m512i pair_words_along(const float* k0, __mmas
                                ? static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes) - 1)) - 1)
                                : static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes))) - 1);
   const __m512 low = _mm512_maskz_loadu_ps(static_cast<__mmask16>(values), k0);
-  const __m512 high = _mm512_maskz_loadu_ps(static_cast<__mmask16>(values >> 16), k0 + 16);
+  // k0 + 16 is formed only where it is in the row (a pointer past it is undefined, masked or not).
+  const __m512 high =
+      (values >> 16) != 0 ? _mm512_maskz_loadu_ps(static_cast<__mmask16>(values >> 16), k0 + 16) : _mm512_setzero_ps();
   return (__m512i)_mm512_cvtne2ps_pbh(high, low); // in order: already pairs
 }
 
@@ -216,16 +218,18 @@ XLITE_TARGET_AVX512_BF16 void pack_bf16_pairs_avx512(std::uint32_t* dst, const p
     // Step by step; within a step, panel by panel, 16 indices at a time.
     for (std::int64_t s = 0; s < steps; ++s) {
       const bool exists = 2 * s < depth;
-      const T* row = exists ? src.data + 2 * s * src.ld : src.data; // past depth: zeros, nothing read
-      const T* next = 2 * s + 1 < depth ? row + src.ld : nullptr;
       for (std::int64_t first = 0; first < count; first += W) {
         std::uint32_t* out = dst + first * steps + s * W;
         for (int w = 0; w < W; w += 16) {
           const std::int64_t left = exists ? count - first - w : 0;
-          const auto lanes = static_cast<__mmask16>(left >= 16 ? 0xffffu : left <= 0 ? 0u : (1u << left) - 1);
           const auto store = static_cast<__mmask16>(W - w >= 16 ? 0xffffu : (1u << (W - w)) - 1);
-          _mm512_mask_storeu_epi32(out + w, store,
-                                   pair_words(row + first + w, next == nullptr ? nullptr : next + first + w, lanes));
+          __m512i words = _mm512_setzero_si512(); // past depth or count: zeros, and no pointer formed there
+          if (left > 0) {
+            const auto lanes = static_cast<__mmask16>(left >= 16 ? 0xffffu : (1u << left) - 1);
+            const T* row = src.data + 2 * s * src.ld + first + w;
+            words = pair_words(row, 2 * s + 1 < depth ? row + src.ld : nullptr, lanes);
+          }
+          _mm512_mask_storeu_epi32(out + w, store, words);
         }
       }
     }
@@ -238,13 +242,13 @@ XLITE_TARGET_AVX512_BF16 void pack_bf16_pairs_avx512(std::uint32_t* dst, const p
     std::uint32_t* panel = dst + first * steps;
     for (std::int64_t w = 0; w < W; ++w) {
       const bool exists = first + w < count;
-      const T* along = src.data + (first + w) * src.ld;
       for (std::int64_t s0 = 0; s0 < steps; s0 += 16) {
         const std::int64_t n = steps - s0 < 16 ? steps - s0 : 16;
         const std::int64_t pairs = std::clamp<std::int64_t>(pair_steps(depth) - s0, 0, n); // the rest are zeros
         if (exists && pairs > 0) {
           const auto lanes = static_cast<__mmask16>(pairs == 16 ? 0xffffu : (1u << pairs) - 1);
-          _mm512_store_si512(words, pair_words_along(along + 2 * s0, lanes, 2 * (s0 + pairs) > depth));
+          const T* along = src.data + (first + w) * src.ld + 2 * s0;
+          _mm512_store_si512(words, pair_words_along(along, lanes, 2 * (s0 + pairs) > depth));
         } else {
           _mm512_store_si512(words, _mm512_setzero_si512());
         }
@@ -337,13 +341,14 @@ XLITE_TARGET_AVX512_BF16 void pack_amx_rows_avx512(std::uint32_t* dst, const pan
         continue;
       }
       for (std::int64_t w0 = 0; w0 < W; w0 += 16) {
-        const __mmask16 rows = lanes_of(count - first - w0);
+        const std::int64_t rows_left = count - first - w0;
         __m512 r[16];
         for (std::int64_t s = 0; s < block; ++s) {
           const std::int64_t k = 2 * (s0 + s);
+          r[s] = _mm512_setzero_ps();
+          if (s >= pairs || rows_left <= 0) continue; // zeros; no pointer past the source formed
           const T* at = src.data + k * src.ld + first + w0;
-          r[s] = s < pairs ? _mm512_castsi512_ps(pair_words(at, k + 1 < depth ? at + src.ld : nullptr, rows))
-                           : _mm512_setzero_ps();
+          r[s] = _mm512_castsi512_ps(pair_words(at, k + 1 < depth ? at + src.ld : nullptr, lanes_of(rows_left)));
         }
         transpose_16x16(r); // r[i]: the 16 steps of row w0 + i
         for (int i = 0; i < 16; ++i) _mm512_store_ps(out + (w0 + i) * block, r[i]);
