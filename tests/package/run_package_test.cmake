@@ -1,5 +1,6 @@
 # Installs xlite into a fresh prefix and builds the consumer project against it, then builds
-# the consumer again with xlite as a subdirectory, and checks what a packager relies on:
+# the consumer again with xlite as a subdirectory (the installed build also compiles xlite
+# separately, XLITE_SEPARATE_COMPILATION), and checks what a packager relies on:
 # the version check, unknown and optional components.
 #
 # cmake -DXLITE_SOURCE_DIR=... -DWORK_DIR=... -DCXX=... -DGENERATOR=... -P run_package_test.cmake
@@ -49,6 +50,10 @@ run(${CMAKE_COMMAND} --build "${WORK_DIR}/consumer-installed")
 run("${WORK_DIR}/consumer-installed/consumer")
 if(NOT output MATCHES "^xlite 0\\.1 \\(3, 4\\) 12 bfloat16")
   message(FATAL_ERROR "unexpected output from the consumer:\n${output}")
+endif()
+run("${WORK_DIR}/consumer-installed/consumer_separate")
+if(NOT output MATCHES "^separate 18")
+  message(FATAL_ERROR "unexpected output from the separately compiled consumer:\n${output}")
 endif()
 run("${WORK_DIR}/consumer-installed/consumer_zlib")
 if(NOT output MATCHES "zlib [0-9]")

@@ -17,6 +17,7 @@
 #include "xlite/compile/executable.hpp"
 #include "xlite/compile/native_source.hpp"
 #include "xlite/core/error.hpp"
+#include "xlite/core/separate_compilation.hpp"
 #include "xlite/ir/graph.hpp"
 #include "xlite/passes/buffer_plan.hpp"
 #include "xlite/passes/cse.hpp"
@@ -158,8 +159,12 @@ inline void lower_program(const ir::graph& g, kernel& k, std::span<const ir::val
 
 // `precision` applies to g's own instructions; control-flow bodies compile as traced.
 // Constants fold only with an evaluator (the runtime passes runtime::evaluate_constant).
-inline executable_ptr compile_graph(ir::graph g, amp::policy precision = {},
-                                    const passes::constant_evaluator& evaluate = {}) {
+XLITE_BACKEND_FUNCTION executable_ptr compile_graph(ir::graph g, amp::policy precision = {},
+                                                    const passes::constant_evaluator& evaluate = {});
+
+#if XLITE_BACKEND_DEFINITIONS
+XLITE_BACKEND_FUNCTION executable_ptr compile_graph(ir::graph g, amp::policy precision,
+                                                    const passes::constant_evaluator& evaluate) {
   auto result = std::make_shared<executable>();
   result->hash = ir::structural_hash(g);
   std::ostringstream log;
@@ -197,5 +202,6 @@ inline executable_ptr compile_graph(ir::graph g, amp::policy precision = {},
   result->pass_log = log.str();
   return result;
 }
+#endif
 
 } // namespace xlite::compile

@@ -39,6 +39,7 @@
 #include "xlite/compile/disk_cache.hpp"
 #include "xlite/core/cpu_features.hpp"
 #include "xlite/core/env.hpp"
+#include "xlite/core/separate_compilation.hpp"
 #include "xlite/ir/graph.hpp"
 #include "xlite/kernels/simd.hpp"
 #include "xlite/runtime/compile_analysis.hpp"
@@ -175,7 +176,12 @@ inline void clear_compilation_cache() { compile::default_cache().clear(); }
 
 // The executable for the trace's graph, from a cache or compiled now. A hit in memory
 // compares the trace with the cached graph and builds no graph of its own.
-inline compile::executable_ptr find_or_compile(const ir::numbered_trace& trace, const debug::step_cause& cause) {
+XLITE_BACKEND_FUNCTION compile::executable_ptr find_or_compile(const ir::numbered_trace& trace,
+                                                               const debug::step_cause& cause);
+
+#if XLITE_BACKEND_DEFINITIONS
+XLITE_BACKEND_FUNCTION compile::executable_ptr find_or_compile(const ir::numbered_trace& trace,
+                                                               const debug::step_cause& cause) {
   const std::uint64_t graph_hash = trace.hash();
   const amp::policy precision = amp::current_policy();
   const compile_context& context = current_compile_context(precision);
@@ -219,5 +225,6 @@ inline compile::executable_ptr find_or_compile(const ir::numbered_trace& trace, 
   request_native_kernels(*compiled, disk ? detail::native_library_directory(*disk) : std::filesystem::path{});
   return compiled;
 }
+#endif
 
 } // namespace xlite::runtime

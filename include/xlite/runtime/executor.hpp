@@ -21,6 +21,7 @@
 #include "xlite/compile/executable.hpp"
 #include "xlite/core/error.hpp"
 #include "xlite/core/op.hpp"
+#include "xlite/core/separate_compilation.hpp"
 #include "xlite/core/thread_pool.hpp"
 #include "xlite/runtime/block_copy.hpp"
 #include "xlite/runtime/buffer.hpp"
@@ -37,9 +38,10 @@
 
 namespace xlite::runtime {
 
-inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span<const buffer_ptr> parameters,
-                                       thread_pool& pool, const xlite::device& on = xlite::device(),
-                                       std::optional<profiler::track> kernels_track = {});
+XLITE_BACKEND_FUNCTION std::vector<buffer_ptr> execute(const compile::executable& exe,
+                                                       std::span<const buffer_ptr> parameters, thread_pool& pool,
+                                                       const xlite::device& on = xlite::device(),
+                                                       std::optional<profiler::track> kernels_track = {});
 
 namespace detail {
 
@@ -173,9 +175,11 @@ inline buffer_ptr run_collective(const ir::instruction& root, const buffer_ptr& 
 // `on` is the device the program runs on: the collectives' member. With a profile being
 // recorded, each kernel is drawn on `kernels_track` (the device's track), named by its root
 // op and result: where a step's time goes.
-inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span<const buffer_ptr> parameters,
-                                       thread_pool& pool, const xlite::device& on,
-                                       std::optional<profiler::track> kernels_track) {
+#if XLITE_BACKEND_DEFINITIONS
+XLITE_BACKEND_FUNCTION std::vector<buffer_ptr> execute(const compile::executable& exe,
+                                                       std::span<const buffer_ptr> parameters, thread_pool& pool,
+                                                       const xlite::device& on,
+                                                       std::optional<profiler::track> kernels_track) {
   const ir::graph& g = exe.program;
   if (parameters.size() != g.parameter_count) {
     throw value_error(xlite::detail::message("execute: the executable takes ", g.parameter_count, " parameters, got ",
@@ -280,5 +284,6 @@ inline std::vector<buffer_ptr> execute(const compile::executable& exe, std::span
   for (const ir::value_id v : g.outputs) outputs.push_back(value[v]);
   return outputs;
 }
+#endif
 
 } // namespace xlite::runtime

@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "xlite/core/error.hpp"
+#include "xlite/core/separate_compilation.hpp"
 #include "xlite/core/source_location.hpp"
 #include "xlite/ir/build.hpp"
 #include "xlite/ir/collective.hpp"
@@ -936,9 +937,16 @@ private:
   std::int64_t sites_ = 0;
 };
 
-inline partitioned_program partition(const ir::graph& g, std::span<const ir::sharding> parameter_shardings,
-                                     std::int64_t devices) {
+XLITE_BACKEND_FUNCTION partitioned_program partition(const ir::graph& g,
+                                                     std::span<const ir::sharding> parameter_shardings,
+                                                     std::int64_t devices);
+
+#if XLITE_BACKEND_DEFINITIONS
+XLITE_BACKEND_FUNCTION partitioned_program partition(const ir::graph& g,
+                                                     std::span<const ir::sharding> parameter_shardings,
+                                                     std::int64_t devices) {
   return partitioner(g, parameter_shardings, devices).run();
 }
+#endif
 
 } // namespace xlite::spmd
