@@ -15,3 +15,4 @@
 #include "xlite/lazy.hpp"
 #include "xlite/optim.hpp"
 #include "xlite/spmd.hpp"
+#include "xlite/tpu.hpp"

@@ -1,0 +1,93 @@
+#pragma once
+
+// The product a systolic array computes, in its order, at the speed of the CPU's kernels.
+//
+// Each cell multiplies two In operands (rounded from the caller's type) and adds the
+// product to an Acc with one rounding (a fused multiply-add; a bf16 x bf16 product is exact
+// in fp32, so this is "exact product, one rounding of the sum"). What differs between
+// dataflows is which sums a cell chain forms:
+//
+//   output_stationary   a cell keeps C(i, j) and adds k = 0, 1, ..., K-1 in order;
+//   weight_stationary,  a column adds the Rows products of one row fold, k0 .. k0+Rows-1 in
+//   input_stationary    order, into a partial sum that enters the array as +0; the first
+//                       row fold's partial sums are written to C, later ones added to it.
+//
+// Both are what kernels::gemm's fp32 paths compute for a block of k with beta = 0 (one
+// FMA chain per element, k in order), so the work goes there when the ISA has FMA; the
+// portable loop below is the same chain with std::fma. tpu/cycle_simulation.hpp steps the
+// cells and must match this bit for bit.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "xlite/core/cpu_features.hpp"
+#include "xlite/kernels/gemm.hpp"
+#include "xlite/tpu/dataflow.hpp"
+#include "xlite/tpu/matrix.hpp"
+
+namespace xlite::tpu::detail {
+
+// The operand as the array holds it: each element rounded to In, widened to Acc.
+template <class In, class Acc, class T>
+std::vector<Acc> to_cells(matrix_view<T> v) {
+  std::vector<Acc> out(static_cast<std::size_t>(v.rows * v.cols));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<Acc>(static_cast<In>(v.data[i]));
+  return out;
+}
+
+// P = A[:, k0:k1] B[k0:k1, :] from +0, one fused chain per element with k in order.
+template <class Acc>
+void fused_chain_product(const Acc* a, const Acc* b, Acc* p, std::int64_t m, std::int64_t k, std::int64_t n,
+                         std::int64_t k0, std::int64_t k1) {
+  if constexpr (std::is_same_v<Acc, float>) {
+    if (active_isa() >= isa::avx2) { // the fp32 kernels' paths with FMA
+      kernels::gemm<float, float>({.m = m,
+                                   .n = n,
+                                   .k = k1 - k0,
+                                   .a = a + k0,
+                                   .lda = k,
+                                   .b = b + k0 * n,
+                                   .ldb = n,
+                                   .c = p,
+                                   .ldc = n,
+                                   .alpha = 1.0f,
+                                   .beta = 0.0f});
+      return;
+    }
+  }
+  std::fill(p, p + m * n, Acc(0));
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t kk = k0; kk < k1; ++kk) {
+      const Acc x = a[i * k + kk];
+      for (std::int64_t j = 0; j < n; ++j) p[i * n + j] = std::fma(x, b[kk * n + j], p[i * n + j]);
+    }
+  }
+}
+
+template <std::int64_t Rows, dataflow_kind D, class In, class Acc, class TA, class TB>
+matrix<Acc> dataflow_product(matrix_view<TA> a, matrix_view<TB> b) {
+  const std::int64_t m = a.rows, k = a.cols, n = b.cols;
+  const std::vector<Acc> ac = to_cells<In, Acc>(a);
+  const std::vector<Acc> bc = to_cells<In, Acc>(b);
+  matrix<Acc> c(m, n);
+  if (m == 0 || n == 0) return c;
+  if constexpr (std::same_as<D, dataflow::output_stationary>) {
+    fused_chain_product(ac.data(), bc.data(), c.data(), m, k, n, 0, k);
+  } else {
+    std::vector<Acc> partial(static_cast<std::size_t>(m * n));
+    for (std::int64_t k0 = 0; k0 < k; k0 += Rows) {
+      const std::int64_t k1 = std::min(k, k0 + Rows);
+      Acc* into = k0 == 0 ? c.data() : partial.data();
+      fused_chain_product(ac.data(), bc.data(), into, m, k, n, k0, k1);
+      if (k0 > 0) {
+        for (std::int64_t i = 0; i < m * n; ++i) c.data()[i] += partial[static_cast<std::size_t>(i)];
+      }
+    }
+  }
+  return c;
+}
+
+} // namespace xlite::tpu::detail
