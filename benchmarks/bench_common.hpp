@@ -41,6 +41,7 @@ void register_xlite_expressions();
 void register_xlite_gemm();
 void register_xlite_lazy();
 void register_xlite_training();
+void register_xlite_tpu();
 void register_xsimd();
 void register_xtensor();
 void register_eigen();

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   xlite::bench::register_xlite_gemm();
   xlite::bench::register_xlite_lazy();
   xlite::bench::register_xlite_training();
+  xlite::bench::register_xlite_tpu();
   benchmark::AddCustomContext("peers", register_peers());
   benchmark::AddCustomContext("xlite_isa", std::string(xlite::name(xlite::active_isa())));
   benchmark::RunSpecifiedBenchmarks();

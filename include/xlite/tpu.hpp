@@ -3,6 +3,7 @@
 // The systolic-array model of a TPU's matrix unit: numerics, cycles and traffic
 // (docs/tpu.md).
 
+#include "xlite/tpu/convolution.hpp"
 #include "xlite/tpu/cost_model.hpp"
 #include "xlite/tpu/cycle_simulation.hpp"
 #include "xlite/tpu/dataflow.hpp"

@@ -38,12 +38,26 @@ std::vector<Acc> to_cells(matrix_view<T> v) {
   return out;
 }
 
-// P = A[:, k0:k1] B[k0:k1, :] from +0, one fused chain per element with k in order.
+// P = A[:, k0:k1] B[k0:k1, :] from +0, one fused chain per element with k in order. With
+// `add_into`, P is then added to it, each region of P while it is still in cache.
 template <class Acc>
 void fused_chain_product(const Acc* a, const Acc* b, Acc* p, std::int64_t m, std::int64_t k, std::int64_t n,
-                         std::int64_t k0, std::int64_t k1) {
+                         std::int64_t k0, std::int64_t k1, Acc* add_into = nullptr) {
+  struct region_sum {
+    const Acc* from;
+    Acc* into;
+    std::int64_t n;
+    static void add(void* self, std::int64_t, std::int64_t row, std::int64_t col, std::int64_t rows,
+                    std::int64_t cols) {
+      const auto& r = *static_cast<const region_sum*>(self);
+      for (std::int64_t i = row; i < row + rows; ++i) {
+        for (std::int64_t j = col; j < col + cols; ++j) r.into[i * r.n + j] += r.from[i * r.n + j];
+      }
+    }
+  } sum{p, add_into, n};
   if constexpr (std::is_same_v<Acc, float>) {
     if (active_isa() >= isa::avx2) { // the fp32 kernels' paths with FMA
+      const kernels::gemm_epilogue epilogue{add_into ? &region_sum::add : nullptr, &sum};
       kernels::gemm<float, float>({.m = m,
                                    .n = n,
                                    .k = k1 - k0,
@@ -54,7 +68,8 @@ void fused_chain_product(const Acc* a, const Acc* b, Acc* p, std::int64_t m, std
                                    .c = p,
                                    .ldc = n,
                                    .alpha = 1.0f,
-                                   .beta = 0.0f});
+                                   .beta = 0.0f},
+                                  epilogue);
       return;
     }
   }
@@ -65,6 +80,7 @@ void fused_chain_product(const Acc* a, const Acc* b, Acc* p, std::int64_t m, std
       for (std::int64_t j = 0; j < n; ++j) p[i * n + j] = std::fma(x, b[kk * n + j], p[i * n + j]);
     }
   }
+  if (add_into) region_sum::add(&sum, 0, 0, 0, m, n);
 }
 
 template <std::int64_t Rows, dataflow_kind D, class In, class Acc, class TA, class TB>
@@ -77,13 +93,13 @@ matrix<Acc> dataflow_product(matrix_view<TA> a, matrix_view<TB> b) {
   if constexpr (std::same_as<D, dataflow::output_stationary>) {
     fused_chain_product(ac.data(), bc.data(), c.data(), m, k, n, 0, k);
   } else {
-    std::vector<Acc> partial(static_cast<std::size_t>(m * n));
+    std::vector<Acc> partial(k > Rows ? static_cast<std::size_t>(m * n) : 0);
     for (std::int64_t k0 = 0; k0 < k; k0 += Rows) {
       const std::int64_t k1 = std::min(k, k0 + Rows);
-      Acc* into = k0 == 0 ? c.data() : partial.data();
-      fused_chain_product(ac.data(), bc.data(), into, m, k, n, k0, k1);
-      if (k0 > 0) {
-        for (std::int64_t i = 0; i < m * n; ++i) c.data()[i] += partial[static_cast<std::size_t>(i)];
+      if (k0 == 0) {
+        fused_chain_product(ac.data(), bc.data(), c.data(), m, k, n, k0, k1);
+      } else {
+        fused_chain_product(ac.data(), bc.data(), partial.data(), m, k, n, k0, k1, c.data());
       }
     }
   }
