@@ -64,7 +64,7 @@ using is = dataflow::input_stationary;
 
 } // namespace
 
-TEST_CASE("tpu cost model: compute cycles, folds and mapping efficiency agree with SCALE-Sim v2") {
+TEST_CASE("tpu cost model: compute cycles, folds and mapping efficiency as SCALE-Sim v2's code counts them") {
   const agreement table[] = {
       // 4x4, M=8 K=5 N=6. OS: M and N on the array, T = K = 5; fold 4+4+5-2 = 11 in SCALE-Sim, 15 with the drain.
       row<4, 4, os>("4x4 os 8,5,6", {8, 5, 6}, 2, 2, 43, 48.0 / 64, 60, 3 * 5 + 15),
@@ -100,6 +100,47 @@ TEST_CASE("tpu cost model: compute cycles, folds and mapping efficiency agree wi
           Approx(static_cast<double>(r.report.macs) / static_cast<double>(r.report.total_cycles * r.cells)));
     CHECK(r.pipelined_report.compute_cycles == r.pipelined_cycles);
     CHECK(r.pipelined_report.mapping_efficiency == r.report.mapping_efficiency);
+  }
+}
+
+// Outputs SCALE-Sim v2 printed, as committed in public repositories: compute cycles (its
+// "Total Cycles" minus "Stall Cycles"; stalls come from its memory model) and mapping
+// efficiency. SCALE-Sim's GEMM row "M, N, K" is a 1-pixel-wide convolution, so its rows are
+// M and its contraction K; its convolution output is ceil((H - KH + S) / S) wide.
+struct published {
+  std::string source;
+  gemm_report report;
+  std::int64_t printed_cycles;
+  double mapping_percent;
+  std::int64_t drain_rows = 0; // output-stationary: the array's rows, whose drain SCALE-Sim leaves out
+};
+
+TEST_CASE("tpu cost model: SCALE-Sim v2's published outputs are xlite's counts minus one") {
+  const published outputs[] = {
+      // scale-sim-v2 test/general/golden_trace_user_{ws,os,is}/COMPUTE_REPORT.csv: 32x32,
+      // topologies/GEMM_mnk/test_mnk_input.csv "Test 1, 256, 128, 256," (M=256 N=128 K=256).
+      {"golden ws", scalesim<32, 32, ws>({256, 256, 128}), 52447 - 41248, 100.0},
+      {"golden os", scalesim<32, 32, os>({256, 256, 128}), 52447 - 42272, 100.0, 32},
+      {"golden is", scalesim<32, 32, is>({256, 256, 128}), 19984 - 5777, 100.0},
+      // scale-sim-v2 test/golden_trace/COMPUTE_REPORT.csv: 32x32 ws, alexnet_part Conv1
+      // (224x224x3, 11x11, 96 filters, stride 4): 55x55 windows of 363 taps.
+      {"golden alexnet conv1", scalesim<32, 32, ws>({55 * 55, 11 * 11 * 3, 96}), 112283, 94.53125},
+      // SCALE-Sim issue 125: 4x4 os, M = N = K = 4, "Compute cycles: 9".
+      {"issue 125", scalesim<4, 4, os>({4, 4, 4}), 9, 100.0, 4},
+      // yutation/SCALE-SIM_Validation trace_matmul/COMPUTE_REPORT.csv: a 128x128 ws sweep.
+      {"sweep 2,2,2", scalesim<128, 128, ws>({2, 2, 2}), 383, 0.0244140625},
+      {"sweep 2,2,512", scalesim<128, 128, ws>({2, 512, 2}), 1535, 1.5625},
+      {"sweep 2,512,2", scalesim<128, 128, ws>({2, 2, 512}), 1535, 1.5625},
+      {"sweep 32,32,32", scalesim<128, 128, ws>({32, 32, 32}), 413, 6.25},
+      {"sweep 128,128,128", scalesim<128, 128, ws>({128, 128, 128}), 509, 100.0},
+      {"sweep 512,128,128", scalesim<128, 128, ws>({512, 128, 128}), 893, 100.0},
+      {"sweep 512,512,512", scalesim<128, 128, ws>({512, 512, 512}), 14303, 100.0},
+  };
+  for (const published& p : outputs) {
+    INFO(p.source);
+    const std::int64_t drain = p.report.row_folds * p.report.col_folds * p.drain_rows;
+    CHECK(p.report.compute_cycles == p.printed_cycles + 1 + drain);
+    CHECK(100 * p.report.mapping_efficiency == Approx(p.mapping_percent).epsilon(1e-12));
   }
 }
 
@@ -189,5 +230,17 @@ TEST_CASE("tpu cost model: bad shapes and memory configurations are errors that 
              Catch::Contains("offchip_bytes_per_cycle"));
   CHECK_THAT(config_error({.clock_hz = -1}), Catch::Contains("clock_hz"));
   CHECK(config_error(memory_config::tpu_v1()) == "no error");
+  // Counts that do not fit 64 bits are errors, not wrapped numbers.
+  const auto count_error = [](gemm_shape g, memory_config m) {
+    try {
+      estimate<4, 4, ws>(g, timing::scalesim, m);
+    } catch (const xlite::value_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(count_error({1 << 22, 1 << 21, 1 << 21}, {}), Catch::Contains("than 64 bits count"));
+  CHECK_THAT(count_error({8, 5, 6}, {.offchip_bytes_per_cycle = 1e-300}), Catch::Contains("(8, 5, 6)"));
+  CHECK(count_error({1 << 20, 1 << 20, 1 << 20}, {}) == "no error");
   CHECK(config_error(memory_config::unlimited()) == "no error");
 }

@@ -38,11 +38,31 @@ inline void check_gemm_shape(const gemm_shape& g) {
   }
 }
 
-// Bytes fetched for an operand: once if it fits its SRAM, else once per pass reading it.
-inline std::int64_t fetched_bytes(std::int64_t elements, std::int64_t reads, std::int64_t bytes,
-                                  std::int64_t sram_bytes) {
-  return (elements * bytes <= sram_bytes ? elements : reads) * bytes;
-}
+// Counts in 64 bits, checked: a GEMM whose cycles or bytes do not fit is an error, not a
+// wrapped number.
+struct checked_counts {
+  gemm_shape shape;
+
+  std::int64_t mul(std::int64_t a, std::int64_t b) const {
+    std::int64_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) fail();
+    return r;
+  }
+  std::int64_t add(std::int64_t a, std::int64_t b) const {
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r)) fail();
+    return r;
+  }
+  // Bytes fetched for an operand: once if it fits its SRAM, else once per pass reading it.
+  std::int64_t fetched_bytes(std::int64_t elements, std::int64_t reads, std::int64_t bytes,
+                             std::int64_t sram_bytes) const {
+    return mul(mul(elements, bytes) <= sram_bytes ? elements : reads, bytes);
+  }
+  [[noreturn]] void fail() const {
+    throw value_error(xlite::detail::message("tpu::gemm: (M, K, N) = (", shape.m, ", ", shape.k, ", ", shape.n,
+                                             ") has more cycles or bytes than 64 bits count"));
+  }
+};
 
 } // namespace detail
 
@@ -51,45 +71,47 @@ gemm_report estimate(const gemm_shape& g, timing mode, const memory_config& memo
   static_assert(Rows > 0 && Cols > 0, "xlite: a systolic array needs at least one row and one column");
   detail::check_gemm_shape(g);
   memory.validate();
+  const detail::checked_counts count{g};
   gemm_report r;
   r.mode = mode;
-  r.macs = g.macs();
+  r.macs = count.mul(count.mul(g.m, g.k), g.n);
   if (r.macs == 0) return r; // nothing streams: no folds, no cycles (C is zeros)
 
   const spatial_mapping s = map_gemm<D>(g);
   r.row_folds = detail::ceil_div(s.rows, Rows);
   r.col_folds = detail::ceil_div(s.cols, Cols);
-  const std::int64_t folds = r.row_folds * r.col_folds;
-  const std::int64_t fold_cycles = 2 * Rows + Cols + s.steps - 2;
-  r.compute_cycles =
-      mode == timing::scalesim ? folds * fold_cycles : (folds - 1) * std::max(s.steps, Rows) + fold_cycles;
+  const std::int64_t folds = count.mul(r.row_folds, r.col_folds);
+  const std::int64_t fold_cycles = count.add(2 * Rows + Cols - 2, s.steps);
+  r.compute_cycles = mode == timing::scalesim ? count.mul(folds, fold_cycles)
+                                              : count.add(count.mul(folds - 1, std::max(s.steps, Rows)), fold_cycles);
   r.mapping_efficiency =
       static_cast<double>(s.rows) * static_cast<double>(s.cols) / (static_cast<double>(folds) * Rows * Cols);
 
-  const std::int64_t a = g.m * g.k, b = g.k * g.n, c = g.m * g.n;
+  const std::int64_t a = count.mul(g.m, g.k), b = count.mul(g.k, g.n), c = count.mul(g.m, g.n);
   if constexpr (std::same_as<D, dataflow::output_stationary>) {
-    r.input.reads = r.col_folds * a;
-    r.weight.reads = r.row_folds * b;
+    r.input.reads = count.mul(r.col_folds, a);
+    r.weight.reads = count.mul(r.row_folds, b);
     r.output.writes = c;
   } else if constexpr (std::same_as<D, dataflow::weight_stationary>) {
-    r.input.reads = r.col_folds * a;
+    r.input.reads = count.mul(r.col_folds, a);
     r.weight.reads = b;
-    r.output.writes = r.row_folds * c;
-    r.output.reads = (r.row_folds - 1) * c;
+    r.output.writes = count.mul(r.row_folds, c);
+    r.output.reads = count.mul(r.row_folds - 1, c);
   } else {
     r.input.reads = a;
-    r.weight.reads = r.col_folds * b;
-    r.output.writes = r.row_folds * c;
-    r.output.reads = (r.row_folds - 1) * c;
+    r.weight.reads = count.mul(r.col_folds, b);
+    r.output.writes = count.mul(r.row_folds, c);
+    r.output.reads = count.mul(r.row_folds - 1, c);
   }
   // Partial sums stay on chip if C's accumulators fit the output SRAM; else every later
   // row fold writes them out and reads them back.
-  const bool partials_fit = c * bytes.acc <= memory.output_sram_bytes;
-  r.offchip_bytes = detail::fetched_bytes(a, r.input.reads, bytes.in, memory.input_sram_bytes) +
-                    detail::fetched_bytes(b, r.weight.reads, bytes.in, memory.weight_sram_bytes) +
-                    (partials_fit ? c : r.output.writes + r.output.reads) * bytes.acc;
-  const double transfer_cycles = static_cast<double>(r.offchip_bytes) / memory.offchip_bytes_per_cycle;
-  r.stall_cycles = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::ceil(transfer_cycles)) - r.compute_cycles);
+  const bool partials_fit = count.mul(c, bytes.acc) <= memory.output_sram_bytes;
+  r.offchip_bytes = count.add(count.add(count.fetched_bytes(a, r.input.reads, bytes.in, memory.input_sram_bytes),
+                                        count.fetched_bytes(b, r.weight.reads, bytes.in, memory.weight_sram_bytes)),
+                              count.mul(partials_fit ? c : count.add(r.output.writes, r.output.reads), bytes.acc));
+  const double transfer_cycles = std::ceil(static_cast<double>(r.offchip_bytes) / memory.offchip_bytes_per_cycle);
+  if (!(transfer_cycles < 0x1p62)) count.fail(); // a link so slow the cycles do not fit
+  r.stall_cycles = std::max<std::int64_t>(0, static_cast<std::int64_t>(transfer_cycles) - r.compute_cycles);
   r.total_cycles = r.compute_cycles + r.stall_cycles;
   r.utilization = static_cast<double>(r.macs) / (static_cast<double>(r.total_cycles) * Rows * Cols);
   r.seconds = static_cast<double>(r.total_cycles) / memory.clock_hz;

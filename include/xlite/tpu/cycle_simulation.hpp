@@ -14,10 +14,11 @@
 //              gap is max(T, Rows). Here the held tile (weight- and input-stationary) loads
 //              into shadow registers while the previous fold streams, and accumulators
 //              (output-stationary) drain while the next fold computes.
-// The simulation checks every cell for hazards: an operand that meets another fold's, a
-// weight overwritten before use, a drain register overrun, two folds fed into one row in
-// the same cycle. It throws std::logic_error on the first one, so a schedule that is too
-// tight fails instead of computing wrong numbers.
+// The simulation checks every cell for hazards: an operand that meets another fold's or
+// product's, an input that finds no weight of its fold, a weight overwritten before use, a
+// sum parked over one not yet drained, two folds fed into one row in the same cycle. It
+// throws std::logic_error on the first one, so a schedule that is too tight fails instead
+// of computing wrong numbers.
 
 #include <algorithm>
 #include <cmath>
@@ -105,15 +106,17 @@ public:
     return started_ == count() && cycle >= start(count() - 1) + steps_;
   }
 
-  // Whether the next fold may start in `cycle`: in scalesim once the array is empty and
-  // the previous fold wholly fed, pipelined `gap` cycles after the previous start; `ready`
-  // is the dataflow's own condition (its held tile in place).
+  // Whether the next fold may start in `cycle`. The first once `ready` (the dataflow's
+  // own condition: its held tile in place); in scalesim each next one once the array is
+  // empty, the previous fold wholly fed and `ready`; pipelined, `gap` cycles after the
+  // previous one, ready or not: the hazard checks catch a fold that starts too early.
   bool may_start(std::int64_t cycle, bool array_empty, bool ready) const noexcept {
-    if (started_ == count() || !ready) return false;
-    if (started_ == 0) return true;
+    if (started_ == count()) return false;
+    if (started_ == 0) return ready;
     const std::int64_t previous = start(started_ - 1);
-    return mode_ == timing::scalesim ? array_empty && cycle >= previous + steps_ : cycle >= previous + gap_;
+    return mode_ == timing::scalesim ? ready && array_empty && cycle >= previous + steps_ : cycle >= previous + gap_;
   }
+
   void begin(std::int64_t cycle) { start_[static_cast<std::size_t>(started_++)] = cycle; }
 
   // The fold whose step `cycle - start - skew` falls in [0, steps): at most one, else two
@@ -224,9 +227,13 @@ std::int64_t run_output_stationary(const std::vector<Acc>& a, const std::vector<
 // reaches it. A's rows stream from the left (A(i, k0 + r) into row r, skewed) while
 // partial sums enter each column's top as +0, gain a product per row and are written from
 // the bottom row to C: by the first row fold, added to after.
+// `held_first` (input-stationary run as weight-stationary on C^T = B^T A^T) multiplies the
+// held operand first, so that each product is A's element times B's as in gemm(): the
+// same NaN comes out when both are NaN.
 template <std::int64_t Rows, std::int64_t Cols, class Acc>
 std::int64_t run_weight_stationary(const std::vector<Acc>& a, const std::vector<Acc>& b, matrix<Acc>& c, std::int64_t k,
-                                   timing mode, std::int64_t gap, std::int64_t& macs, std::int64_t& fold_count) {
+                                   timing mode, std::int64_t gap, bool held_first, std::int64_t& macs,
+                                   std::int64_t& fold_count) {
   const std::int64_t m = c.rows(), n = c.cols();
   const std::vector<fold_origin> folds = folds_of<Rows, Cols>({k, n, m});
   fold_count = static_cast<std::int64_t>(folds.size());
@@ -238,12 +245,12 @@ std::int64_t run_weight_stationary(const std::vector<Acc>& a, const std::vector<
     const token<Acc>& first = shadow(0, 0); // the next fold streams once row 0 has its weight
     const bool weights_ready = first.present && first.fold == starts.started() && first.index == 0;
     if (starts.may_start(t, empty, weights_ready)) starts.begin(t);
+    // Loads: scalesim into an empty array; pipelined Rows cycles before the fold's start.
     const std::int64_t next = static_cast<std::int64_t>(load_start.size());
-    if (next < fold_count) { // scalesim: into an empty array; pipelined: Rows cycles ahead
-      const bool previous_started = next == 0 || starts.started() == next;
+    if (next < fold_count) {
       const bool load =
-          previous_started && (next == 0 || (mode == timing::scalesim ? empty && t >= starts.start(next - 1) + m
-                                                                      : t >= starts.start(next - 1) + gap - Rows));
+          next == 0 || (mode == timing::scalesim ? starts.started() == next && empty && t >= starts.start(next - 1) + m
+                                                 : t >= next * gap);
       if (load) load_start.push_back(t);
     }
     if (starts.all_fed(t) && empty && static_cast<std::int64_t>(load_start.size()) == fold_count) return t;
@@ -281,7 +288,7 @@ std::int64_t run_weight_stationary(const std::vector<Acc>& a, const std::vector<
           swapped[static_cast<std::size_t>(r * Cols + col)] = true;
         }
         if (x.work && s.work && w.work) {
-          s.value = std::fma(x.value, w.value, s.value);
+          s.value = held_first ? std::fma(w.value, x.value, s.value) : std::fma(x.value, w.value, s.value);
           ++macs;
         }
         if (r + 1 == Rows) { // leaves the bottom into C
@@ -342,11 +349,11 @@ std::vector<Acc> transposed(const std::vector<Acc>& x, std::int64_t rows, std::i
 // shorter than the cost model's, which must fail).
 template <std::int64_t Rows, std::int64_t Cols, dataflow_kind D, class Acc>
 simulation<Acc> simulate_cells(const std::vector<Acc>& a, const std::vector<Acc>& b, const gemm_shape& g, timing mode,
-                               std::int64_t gap) {
+                               std::int64_t gap, bool held_first = false) {
   if constexpr (std::same_as<D, dataflow::input_stationary>) {
     // Input-stationary is weight-stationary on C^T = B^T A^T: A is what the cells hold.
     simulation<Acc> sim = simulate_cells<Rows, Cols, dataflow::weight_stationary>(
-        transposed(b, g.k, g.n), transposed(a, g.m, g.k), {g.n, g.k, g.m}, mode, gap);
+        transposed(b, g.k, g.n), transposed(a, g.m, g.k), {g.n, g.k, g.m}, mode, gap, true);
     matrix<Acc> c(g.m, g.n);
     for (std::int64_t i = 0; i < g.m; ++i) {
       for (std::int64_t j = 0; j < g.n; ++j) c(i, j) = sim.out(j, i);
@@ -359,7 +366,7 @@ simulation<Acc> simulate_cells(const std::vector<Acc>& a, const std::vector<Acc>
     if constexpr (std::same_as<D, dataflow::output_stationary>) {
       sim.cycles = run_output_stationary<Rows, Cols>(a, b, sim.out, g.k, mode, gap, sim.macs, sim.folds);
     } else {
-      sim.cycles = run_weight_stationary<Rows, Cols>(a, b, sim.out, g.k, mode, gap, sim.macs, sim.folds);
+      sim.cycles = run_weight_stationary<Rows, Cols>(a, b, sim.out, g.k, mode, gap, held_first, sim.macs, sim.folds);
     }
     return sim;
   }

@@ -12,10 +12,13 @@
 //   input_stationary    order, into a partial sum that enters the array as +0; the first
 //                       row fold's partial sums are written to C, later ones added to it.
 //
-// Both are what kernels::gemm's fp32 paths compute for a block of k with beta = 0 (one
-// FMA chain per element, k in order), so the work goes there when the ISA has FMA; the
-// portable loop below is the same chain with std::fma. tpu/cycle_simulation.hpp steps the
-// cells and must match this bit for bit.
+// Both are what kernels::gemm's AVX2 and AVX-512 fp32 paths compute for a block of k with
+// beta = 0 (one FMA chain per element, k in order), so the work goes there when the ISA
+// has FMA; its portable path rounds products separately, so without FMA the loop below
+// runs the chain with std::fma. tpu/cycle_simulation.hpp steps the cells and must match
+// this bit for bit (NaN payloads aside: which of two NaNs comes out is not specified).
+// Subnormal products and sums are kept; the rounding to bf16 flushes subnormal inputs, as
+// xlite::bfloat16 does.
 
 #include <algorithm>
 #include <cmath>

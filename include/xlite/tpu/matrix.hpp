@@ -1,8 +1,8 @@
 #pragma once
 
 // The operands and results of the systolic array: a row-major matrix that owns its
-// elements, and a view of any contiguous rank-2 container (xlite::tensor, xt::xtensor,
-// tpu::matrix) that the array reads without copying.
+// elements, and a view of any row-major, contiguous rank-2 container (xlite::tensor,
+// xt::xtensor, tpu::matrix) from which the array reads its operands.
 
 #include <array>
 #include <concepts>
@@ -34,10 +34,11 @@ public:
 
 private:
   static std::size_t checked_size(std::int64_t rows, std::int64_t cols) {
-    if (rows < 0 || cols < 0) {
-      throw shape_error(xlite::detail::message("tpu::matrix: negative shape (", rows, ", ", cols, ")"));
+    std::int64_t size = 0;
+    if (rows < 0 || cols < 0 || __builtin_mul_overflow(rows, cols, &size)) {
+      throw shape_error(xlite::detail::message("tpu::matrix: (", rows, ", ", cols, ") is not a matrix shape"));
     }
-    return static_cast<std::size_t>(rows * cols);
+    return static_cast<std::size_t>(size);
   }
 
   std::int64_t rows_;
@@ -72,6 +73,16 @@ struct matrix_view {
     auto it = std::ranges::begin(s);
     rows = static_cast<std::int64_t>(*it);
     cols = static_cast<std::int64_t>(*std::next(it));
+    if constexpr (requires { c.strides(); }) { // xtensor: column-major containers and views
+      const auto& st = c.strides();
+      auto stride = std::ranges::begin(st);
+      const auto row_stride = static_cast<std::int64_t>(*stride), col_stride = static_cast<std::int64_t>(*++stride);
+      if ((rows > 1 && row_stride != cols) || (cols > 1 && col_stride != 1)) {
+        throw value_error(xlite::detail::message("tpu: a matrix operand of shape (", rows, ", ", cols,
+                                                 ") has strides (", row_stride, ", ", col_stride,
+                                                 "); it must be row-major and contiguous"));
+      }
+    }
   }
 };
 

@@ -14,6 +14,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -34,9 +35,11 @@ class systolic_array {
   static_assert(Rows > 0 && Cols > 0, "xlite: a systolic array needs at least one row and one column");
   static_assert(std::same_as<Acc, float> || std::same_as<Acc, double>,
                 "xlite: a systolic array accumulates in float or double");
-  static_assert(std::is_convertible_v<In, Acc> && sizeof(In) <= sizeof(Acc),
-                "xlite: the array's input type must widen exactly to its accumulator type (bfloat16, float16, "
-                "float into float; or into double)");
+  static_assert(std::numeric_limits<In>::is_specialized && !std::numeric_limits<In>::is_integer &&
+                    std::numeric_limits<In>::digits <= std::numeric_limits<Acc>::digits &&
+                    std::numeric_limits<In>::max_exponent <= std::numeric_limits<Acc>::max_exponent,
+                "xlite: the array's input type must be a floating-point type that its accumulator type holds "
+                "exactly (bfloat16, float16 or float into float; any of them or double into double)");
 
 public:
   static constexpr std::int64_t rows = Rows;
