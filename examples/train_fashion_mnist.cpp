@@ -6,11 +6,13 @@
 //
 //   train_fashion_mnist [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--bf16]
 //                       [--devices N] [--seed N] [--steps N] [--data DIR] [--expect-accuracy X]
-//                       [--save DIR] [--load DIR] [--evaluate]
+//                       [--save DIR] [--load DIR] [--evaluate] [--tpu-cost]
 //
 // --save writes the trained parameters as a sharded checkpoint (each device its part);
 // --load starts from such a checkpoint, saved on any number of devices; --evaluate only
-// evaluates (with --load: the saved model's accuracy).
+// evaluates (with --load: the saved model's accuracy). --tpu-cost prints what the training
+// step's graph would cost on a TPU-like core: a 128x128 weight-stationary array and a
+// vector unit (docs/tpu.md), without running it there.
 // --steps stops after N training steps (a short run); --expect-accuracy makes the program
 // fail unless the test accuracy reaches X, the loss halves and each distinct graph compiled
 // once: the tests run it that way. The data comes from Debian's dataset-fashion-mnist
@@ -37,7 +39,9 @@
 #include <xlite/expr.hpp>
 #include <xlite/io.hpp>
 #include <xlite/lazy.hpp>
+#include <xlite/lazy/tpu_cost.hpp>
 #include <xlite/optim.hpp>
+#include <xlite/tpu.hpp>
 
 #include "fashion_mnist_models.hpp"
 
@@ -60,13 +64,14 @@ struct options {
   std::string save; // a checkpoint directory, or empty
   std::string load;
   bool evaluate = false;
+  bool tpu_cost = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "train_fashion_mnist: " << problem << "\n"
             << "usage: train_fashion_mnist [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--bf16]\n"
             << "                           [--devices N] [--seed N] [--steps N] [--data DIR] [--expect-accuracy X]\n"
-            << "                           [--save DIR] [--load DIR] [--evaluate]\n";
+            << "                           [--save DIR] [--load DIR] [--evaluate] [--tpu-cost]\n";
   std::exit(2);
 }
 
@@ -110,6 +115,8 @@ options parse(int argc, char** argv) {
       o.load = value();
     } else if (arg == "--evaluate") {
       o.evaluate = true;
+    } else if (arg == "--tpu-cost") {
+      o.tpu_cost = true;
     } else if (arg == "--devices") {
       o.devices = static_cast<std::int64_t>(number(1));
     } else {
@@ -119,6 +126,17 @@ options parse(int argc, char** argv) {
   if (o.epochs == 0) o.epochs = o.model == "mlp" ? 10 : 5;
   if (o.lr == 0) o.lr = o.model == "mlp" ? 1e-3 : 2e-3;
   return o;
+}
+
+// ---- the step on a modelled TPU core ------------------------------------------------------------
+
+// The traced training step (the loss and the updated parameters) priced on a 128x128
+// weight-stationary array at 1 GHz with unlimited off-chip bandwidth, and a vector unit.
+void print_tpu_cost(const std::vector<xlite::lazy::tensor>& params, const xlite::lazy::tensor& loss) {
+  std::vector<xlite::lazy::tensor> step = params;
+  step.push_back(loss);
+  const xlite::tpu::systolic_array<128, 128, xlite::tpu::dataflow::weight_stationary> mxu;
+  std::cout << "on a 128x128 systolic array: " << xlite::lazy::tpu_step_cost(step, mxu) << '\n';
 }
 
 // ---- checkpoints -------------------------------------------------------------------------------
@@ -223,11 +241,11 @@ int main(int argc, char** argv) try {
   xlite::optim::adam optimizer(m.params, {.lr = opt.lr});
   const xlite::optim::cosine schedule(opt.lr, std::max<std::int64_t>(total_steps, 1),
                                       opt.lr / 100); // 0 steps: --evaluate
-  xlite::mark_step(); // the initial parameters and the optimizer's state, on the device
+  xlite::mark_step();                                // the initial parameters and the optimizer's state, on the device
 
-  xlite::data::loader train_loader(std::move(train.images), std::move(train.labels),
-                                   {.batch_size = opt.batch_size, .shuffle = true, .seed = opt.seed, .drop_last = true,
-                                    .prefetch = 4});
+  xlite::data::loader train_loader(
+      std::move(train.images), std::move(train.labels),
+      {.batch_size = opt.batch_size, .shuffle = true, .seed = opt.seed, .drop_last = true, .prefetch = 4});
   xlite::data::loader test_loader(std::move(test.images), std::move(test.labels), {.batch_size = 1000});
 
   std::printf("Fashion-MNIST, %s, batch %lld, Adam %.0e with a cosine schedule, %s", opt.model.c_str(),
@@ -258,6 +276,7 @@ int main(int argc, char** argv) try {
       optimizer.step(m.params, xlite::grad(loss, m.params));
       totals.losses.push_back(loss);
       totals.correct.push_back(correct_count(logits, batch.labels));
+      if (opt.tpu_cost && step == 0) print_tpu_cost(m.params, loss);
       ++step;
     }
     xlite::mark_step();

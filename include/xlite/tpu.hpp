@@ -10,4 +10,5 @@
 #include "xlite/tpu/matrix.hpp"
 #include "xlite/tpu/memory_config.hpp"
 #include "xlite/tpu/report.hpp"
+#include "xlite/tpu/step_cost.hpp"
 #include "xlite/tpu/systolic_array.hpp"

@@ -13,6 +13,7 @@
 #include "xlite/io.hpp"
 #include "xlite/kernels.hpp"
 #include "xlite/lazy.hpp"
+#include "xlite/lazy/tpu_cost.hpp"
 #include "xlite/optim.hpp"
 #include "xlite/spmd.hpp"
 #include "xlite/tpu.hpp"
