@@ -21,23 +21,44 @@
 // xlite::bfloat16 does.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "xlite/core/cpu_features.hpp"
+#include "xlite/core/thread_pool.hpp"
+#include "xlite/kernels/convert.hpp"
 #include "xlite/kernels/gemm.hpp"
 #include "xlite/tpu/dataflow.hpp"
 #include "xlite/tpu/matrix.hpp"
 
 namespace xlite::tpu::detail {
 
-// The operand as the array holds it: each element rounded to In, widened to Acc.
+// The operand as the array holds it: each element rounded to In, widened to Acc. From
+// float or bfloat16 into bf16 cells this runs on the vectorised conversions, which give
+// xlite::bfloat16's bits (kernels/convert.hpp), in cache-sized chunks over the threads.
 template <class In, class Acc, class T>
 std::vector<Acc> to_cells(matrix_view<T> v) {
-  std::vector<Acc> out(static_cast<std::size_t>(v.rows * v.cols));
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<Acc>(static_cast<In>(v.data[i]));
+  const std::int64_t count = v.rows * v.cols;
+  std::vector<Acc> out(static_cast<std::size_t>(count));
+  if constexpr (std::is_same_v<In, bfloat16> && std::is_same_v<Acc, float> &&
+                (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>)) {
+    constexpr std::int64_t chunk = 8192;
+    current_thread_pool().parallel_for(count, chunk, [&](std::int64_t begin, std::int64_t end) {
+      if constexpr (std::is_same_v<T, float>) {
+        std::array<bfloat16, chunk> rounded;
+        kernels::convert(v.data + begin, rounded.data(), end - begin);
+        kernels::convert(rounded.data(), out.data() + begin, end - begin);
+      } else {
+        kernels::convert(v.data + begin, out.data() + begin, end - begin);
+      }
+    });
+  } else {
+    for (std::int64_t i = 0; i < count; ++i)
+      out[static_cast<std::size_t>(i)] = static_cast<Acc>(static_cast<In>(v.data[i]));
+  }
   return out;
 }
 
