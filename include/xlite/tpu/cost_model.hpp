@@ -38,10 +38,11 @@ inline void check_gemm_shape(const gemm_shape& g) {
   }
 }
 
-// Counts in 64 bits, checked: a GEMM whose cycles or bytes do not fit is an error, not a
-// wrapped number.
+// Counts in 64 bits, checked: past them `fail` throws, so that a count too large is an
+// error, not a wrapped number.
+template <class Fail>
 struct checked_counts {
-  gemm_shape shape;
+  Fail fail;
 
   std::int64_t mul(std::int64_t a, std::int64_t b) const {
     std::int64_t r = 0;
@@ -53,16 +54,9 @@ struct checked_counts {
     if (__builtin_add_overflow(a, b, &r)) fail();
     return r;
   }
-  // Bytes fetched for an operand: once if it fits its SRAM, else once per pass reading it.
-  std::int64_t fetched_bytes(std::int64_t elements, std::int64_t reads, std::int64_t bytes,
-                             std::int64_t sram_bytes) const {
-    return mul(mul(elements, bytes) <= sram_bytes ? elements : reads, bytes);
-  }
-  [[noreturn]] void fail() const {
-    throw value_error(xlite::detail::message("tpu::gemm: (M, K, N) = (", shape.m, ", ", shape.k, ", ", shape.n,
-                                             ") has more cycles or bytes than 64 bits count"));
-  }
 };
+template <class Fail>
+checked_counts(Fail) -> checked_counts<Fail>; // clang 14 deduces no aggregate's arguments
 
 } // namespace detail
 
@@ -71,7 +65,15 @@ gemm_report estimate(const gemm_shape& g, timing mode, const memory_config& memo
   static_assert(Rows > 0 && Cols > 0, "xlite: a systolic array needs at least one row and one column");
   detail::check_gemm_shape(g);
   memory.validate();
-  const detail::checked_counts count{g};
+  const detail::checked_counts count{[&] {
+    throw value_error(xlite::detail::message("tpu::gemm: (M, K, N) = (", g.m, ", ", g.k, ", ", g.n,
+                                             ") has more cycles or bytes than 64 bits count"));
+  }};
+  // Bytes fetched for an operand: once if it fits its SRAM, else once per pass reading it.
+  const auto fetched_bytes = [&](std::int64_t elements, std::int64_t reads, std::int64_t size,
+                                 std::int64_t sram_bytes) {
+    return count.mul(count.mul(elements, size) <= sram_bytes ? elements : reads, size);
+  };
   gemm_report r;
   r.mode = mode;
   r.macs = count.mul(count.mul(g.m, g.k), g.n);
@@ -106,8 +108,8 @@ gemm_report estimate(const gemm_shape& g, timing mode, const memory_config& memo
   // Partial sums stay on chip if C's accumulators fit the output SRAM; else every later
   // row fold writes them out and reads them back.
   const bool partials_fit = count.mul(c, bytes.acc) <= memory.output_sram_bytes;
-  r.offchip_bytes = count.add(count.add(count.fetched_bytes(a, r.input.reads, bytes.in, memory.input_sram_bytes),
-                                        count.fetched_bytes(b, r.weight.reads, bytes.in, memory.weight_sram_bytes)),
+  r.offchip_bytes = count.add(count.add(fetched_bytes(a, r.input.reads, bytes.in, memory.input_sram_bytes),
+                                        fetched_bytes(b, r.weight.reads, bytes.in, memory.weight_sram_bytes)),
                               count.mul(partials_fit ? c : count.add(r.output.writes, r.output.reads), bytes.acc));
   const double transfer_cycles = std::ceil(static_cast<double>(r.offchip_bytes) / memory.offchip_bytes_per_cycle);
   if (!(transfer_cycles < 0x1p62)) count.fail(); // a link so slow the cycles do not fit

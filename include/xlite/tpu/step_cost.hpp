@@ -69,24 +69,9 @@ inline std::ostream& operator<<(std::ostream& os, const step_report& r) {
 
 namespace detail {
 
+// Division and the transcendentals: the element-wise ops that compute in floating point.
 inline bool transcendental(op code) {
-  switch (code) {
-  case op::exp:
-  case op::log:
-  case op::log1p:
-  case op::sqrt:
-  case op::rsqrt:
-  case op::tanh:
-  case op::sigmoid:
-  case op::gelu:
-  case op::pow:
-  case op::sin:
-  case op::cos:
-  case op::div:
-    return true;
-  default:
-    return false;
-  }
+  return info(code).kind == op_kind::elementwise && info(code).rule == dtype_rule::to_floating;
 }
 
 // Cycles of a kernel's fused ops per vector step: its per-element work, not the constants,
@@ -102,26 +87,6 @@ inline std::int64_t op_cycles(const compile::kernel& k, const vector_unit_config
   return cycles;
 }
 
-// Checked 64-bit sums and products: a step too large to count is an error.
-struct step_counts {
-  std::int64_t mul(std::int64_t a, std::int64_t b) const {
-    std::int64_t r = 0;
-    if (__builtin_mul_overflow(a, b, &r)) fail();
-    return r;
-  }
-  std::int64_t add(std::int64_t a, std::int64_t b) const {
-    std::int64_t r = 0;
-    if (__builtin_add_overflow(a, b, &r)) fail();
-    return r;
-  }
-  std::int64_t bytes(const ir::instruction& v) const {
-    return mul(v.shape.numel(), static_cast<std::int64_t>(size_of(v.type)));
-  }
-  [[noreturn]] static void fail() {
-    throw value_error("tpu::estimate_step: the step has more cycles or bytes than 64 bits count");
-  }
-};
-
 } // namespace detail
 
 // `array` is a tpu::systolic_array (its shape, dataflow and memory); `vpu` the vector unit.
@@ -130,12 +95,16 @@ step_report estimate_step(const compile::executable& exe, const Array& array, co
   vpu.validate();
   const memory_config& memory = array.memory();
   const ir::graph& g = exe.program;
-  const detail::step_counts count;
+  const detail::checked_counts count{
+      [] { throw value_error("tpu::estimate_step: the step has more cycles or bytes than 64 bits count"); }};
+  const auto bytes_of = [&](const ir::instruction& v) {
+    return count.mul(v.shape.numel(), static_cast<std::int64_t>(size_of(v.type)));
+  };
   step_report r;
   // The cycles of a kernel: its compute or its off-chip traffic, whichever is longer.
   const auto kernel_cycles = [&](std::int64_t compute, std::int64_t bytes) {
     const double transfer = std::ceil(static_cast<double>(bytes) / memory.offchip_bytes_per_cycle);
-    if (!(transfer < 0x1p62)) detail::step_counts::fail();
+    if (!(transfer < 0x1p62)) count.fail();
     r.offchip_bytes = count.add(r.offchip_bytes, bytes);
     return std::max(compute, static_cast<std::int64_t>(transfer));
   };
@@ -143,10 +112,10 @@ step_report estimate_step(const compile::executable& exe, const Array& array, co
   // Bytes of a kernel's results and of its inputs, but for a product it reads on chip.
   constexpr ir::value_id nothing_on_chip = std::numeric_limits<ir::value_id>::max();
   const auto elementwise_bytes = [&](const compile::kernel& k, ir::value_id on_chip) {
-    std::int64_t bytes = count.bytes(g.instructions[k.group.root]);
-    for (const ir::value_id v : k.group.extra_results) bytes = count.add(bytes, count.bytes(g.instructions[v]));
+    std::int64_t bytes = bytes_of(g.instructions[k.group.root]);
+    for (const ir::value_id v : k.group.extra_results) bytes = count.add(bytes, bytes_of(g.instructions[v]));
     for (const ir::value_id v : k.group.inputs) {
-      if (v != on_chip) bytes = count.add(bytes, count.bytes(g.instructions[v]));
+      if (v != on_chip) bytes = count.add(bytes, bytes_of(g.instructions[v]));
     }
     return bytes;
   };
@@ -173,7 +142,7 @@ step_report estimate_step(const compile::executable& exe, const Array& array, co
       const bool epilogue = i + 1 < exe.kernels.size() && exe.kernels[i + 1].group.matmul_epilogue;
       if (epilogue) { // the product stays on chip; the epilogue writes the results
         const compile::kernel& e = exe.kernels[++i];
-        if (product.macs > 0) bytes -= count.bytes(root);
+        if (product.macs > 0) bytes -= bytes_of(root);
         bytes = count.add(bytes, elementwise_bytes(e, k.group.root));
         const std::int64_t per_step = std::max(detail::op_cycles(e, vpu), vpu.cycles_per_op);
         compute = std::max(compute, count.mul(vector_steps(g.instructions[e.group.root].shape.numel()), per_step));
@@ -192,10 +161,10 @@ step_report estimate_step(const compile::executable& exe, const Array& array, co
       compute = count.mul(vector_steps(elements), detail::op_cycles(k, vpu) + vpu.cycles_per_op);
     } else if (kind != op_kind::source) { // layout and window ops move elements
       std::int64_t elements = root.shape.numel();
-      bytes = count.bytes(root);
+      bytes = bytes_of(root);
       for (const ir::value_id v : root.operands) {
         elements = count.add(elements, g.instructions[v].shape.numel());
-        bytes = count.add(bytes, count.bytes(g.instructions[v]));
+        bytes = count.add(bytes, bytes_of(g.instructions[v]));
       }
       compute = count.mul(vector_steps(elements), vpu.cycles_per_op);
     }
