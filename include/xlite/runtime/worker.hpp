@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "xlite/core/spin_wait.hpp"
+#include "xlite/core/thread_pool.hpp"
 #include "xlite/runtime/device.hpp"
 #include "xlite/runtime/memory.hpp"
 
@@ -94,7 +95,12 @@ private:
 // The worker of each device, made on first use.
 inline worker& device_worker(const device& d) {
   static std::mutex mutex;
-  static std::vector<std::unique_ptr<worker>> workers(static_cast<std::size_t>(device_count()));
+  // Statics die in the reverse order of their making: the pool the steps run on is made
+  // first, so that at exit the workers, and a step still running on one, are gone before it.
+  static std::vector<std::unique_ptr<worker>> workers = [] {
+    default_thread_pool();
+    return std::vector<std::unique_ptr<worker>>(static_cast<std::size_t>(device_count()));
+  }();
   std::scoped_lock lock(mutex);
   auto& w = workers[static_cast<std::size_t>(d.ordinal())];
   if (!w) w = std::make_unique<worker>(d);
