@@ -3,6 +3,10 @@
 //   training_step/xlite_fp32/<model>/threads:<t>   as traced, in float32;
 //   training_step/xlite_bf16/<model>/threads:<t>   under amp autocast: bf16 products with
 //                                                  fp32 sums (the example's --bf16);
+//   training_step/xlite_tpu/<model>/threads:<t>    on tpu:0, a 128x128 weight-stationary
+//                                                  systolic array (the example's --device
+//                                                  tpu): the array's numerics, each step
+//                                                  priced; what the model costs on this CPU;
 // for <model> mlp (784-256-128-10, ReLU, weights stored (in, out)) and cnn (conv 1->16 3x3
 // pad 1, ReLU, max-pool 2, conv 16->32 3x3 pad 1, ReLU, max-pool 2, 1568-128-10), batch 128,
 // Adam with lr 1e-3. An iteration traces the forward pass, cross_entropy, xlite::grad and
@@ -30,6 +34,8 @@
 #include "xlite/autodiff.hpp"
 #include "xlite/lazy.hpp"
 #include "xlite/optim.hpp"
+#include "xlite/tpu/device.hpp"
+#include "xlite/tpu/systolic_array.hpp"
 
 #include "../examples/fashion_mnist_models.hpp"
 
@@ -48,23 +54,30 @@ struct synthetic_batch {
   lazy::tensor images, labels;
 };
 
-synthetic_batch make_batch() {
+synthetic_batch make_batch(const xlite::device& d) {
   xlite::tensor<float> images(xlite::tensor<float>::uninitialized, xlite::shape{batch_size, 28, 28});
   for (std::int64_t i = 0; i < images.size(); ++i) images.data()[i] = deterministic_float(i, 11);
   xlite::tensor<std::int64_t> labels(xlite::shape{batch_size});
   for (std::int64_t i = 0; i < batch_size; ++i) {
     labels.data()[i] = static_cast<std::int64_t>((deterministic_float(i, 12) + 1.0f) * 5.0f) % 10;
   }
-  return {lazy::tensor::from(images), lazy::tensor::from(labels)};
+  return {lazy::tensor::from(images, d), lazy::tensor::from(labels, d)};
 }
 
-void training_step(benchmark::State& state, model_kind kind, xlite::amp::mode precision) {
+enum class on_device { cpu, tpu };
+
+void training_step(benchmark::State& state, model_kind kind, xlite::amp::mode precision, on_device where) {
   // The example's --bf16 sets the policy for the whole run; here for this case only.
   const xlite::amp::policy_scope amp({precision});
-  lazy::set_rng_state(1);
-  fashion_mnist::model m = kind == model_kind::mlp ? fashion_mnist::mlp() : fashion_mnist::cnn();
+  if (where == on_device::tpu) {
+    using array = xlite::tpu::systolic_array<128, 128, xlite::tpu::dataflow::weight_stationary>;
+    xlite::tpu::configure<array>(xlite::tpu::memory_config::tpu_v1());
+  }
+  const xlite::device d(where == on_device::tpu ? "tpu:0" : "cpu:0");
+  lazy::set_rng_state(1, d);
+  fashion_mnist::model m = kind == model_kind::mlp ? fashion_mnist::mlp(d) : fashion_mnist::cnn(d);
   xlite::optim::adam optimizer(m.params, {.lr = 1e-3});
-  const synthetic_batch batch = make_batch();
+  const synthetic_batch batch = make_batch(d);
   const auto step = [&] {
     const lazy::tensor logits = m.forward(m.params, batch.images);
     const lazy::tensor loss = lazy::cross_entropy(logits, batch.labels);
@@ -97,7 +110,10 @@ void register_xlite_training() {
   const struct {
     const char* impl;
     xlite::amp::mode precision;
-  } precisions[] = {{"xlite_fp32", xlite::amp::mode::fp32}, {"xlite_bf16", xlite::amp::mode::autocast}};
+    on_device where;
+  } precisions[] = {{"xlite_fp32", xlite::amp::mode::fp32, on_device::cpu},
+                    {"xlite_bf16", xlite::amp::mode::autocast, on_device::cpu},
+                    {"xlite_tpu", xlite::amp::mode::fp32, on_device::tpu}};
   const struct {
     const char* name;
     model_kind kind;
@@ -106,8 +122,8 @@ void register_xlite_training() {
     for (const auto& p : precisions) {
       // "<model>" is an arg without a value: the rows of one model are compared.
       register_case("training_step", std::string(p.impl) + "/" + m.name,
-                    [kind = m.kind, precision = p.precision](benchmark::State& state) {
-                      training_step(state, kind, precision);
+                    [kind = m.kind, precision = p.precision, where = p.where](benchmark::State& state) {
+                      training_step(state, kind, precision, where);
                     })
           ->Arg(threads)
           ->ArgName("threads");

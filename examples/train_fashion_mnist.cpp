@@ -3,16 +3,19 @@
 // while the next step is traced. Optionally in mixed precision: bf16 matmuls with fp32
 // sums (--bf16). With --devices N, data parallel over N devices in SPMD mode: each batch is
 // split over a 'data' mesh axis, and the partitioner sums the gradients across devices.
+// With --device tpu, on a modelled TPU core (docs/tpu.md): a 128x128 weight-stationary
+// systolic array with TPU v1's memory, whose numerics the matmuls take (bf16 products, fp32
+// sums) and which prices every step; the program prints the step's cycles, MXU utilization
+// and MFU.
 //
 //   train_fashion_mnist [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--bf16]
-//                       [--devices N] [--seed N] [--steps N] [--data DIR] [--expect-accuracy X]
-//                       [--save DIR] [--load DIR] [--evaluate] [--tpu-cost]
+//                       [--device cpu|tpu] [--devices N] [--seed N] [--steps N] [--data DIR]
+//                       [--expect-accuracy X] [--save DIR] [--load DIR] [--evaluate] [--tpu-cost]
 //
 // --save writes the trained parameters as a sharded checkpoint (each device its part);
 // --load starts from such a checkpoint, saved on any number of devices; --evaluate only
 // evaluates (with --load: the saved model's accuracy). --tpu-cost prints what the training
-// step's graph would cost on a TPU-like core: a 128x128 weight-stationary array and a
-// vector unit (docs/tpu.md), without running it there.
+// step's graph would cost on that TPU core, without running it there.
 // --steps stops after N training steps (a short run); --expect-accuracy makes the program
 // fail unless the test accuracy reaches X, the loss halves and each distinct graph compiled
 // once: the tests run it that way. The data comes from Debian's dataset-fashion-mnist
@@ -56,6 +59,7 @@ struct options {
   std::int64_t batch_size = 128;
   double lr = 0; // 0: the model's default
   bool bf16 = false;
+  std::string device = "cpu";
   std::int64_t devices = 1;
   std::uint64_t seed = 1;
   std::int64_t steps = 0; // 0: no limit
@@ -70,8 +74,8 @@ struct options {
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "train_fashion_mnist: " << problem << "\n"
             << "usage: train_fashion_mnist [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--bf16]\n"
-            << "                           [--devices N] [--seed N] [--steps N] [--data DIR] [--expect-accuracy X]\n"
-            << "                           [--save DIR] [--load DIR] [--evaluate] [--tpu-cost]\n";
+            << "                           [--device cpu|tpu] [--devices N] [--seed N] [--steps N] [--data DIR]\n"
+            << "                           [--expect-accuracy X] [--save DIR] [--load DIR] [--evaluate] [--tpu-cost]\n";
   std::exit(2);
 }
 
@@ -117,25 +121,33 @@ options parse(int argc, char** argv) {
       o.evaluate = true;
     } else if (arg == "--tpu-cost") {
       o.tpu_cost = true;
+    } else if (arg == "--device") {
+      o.device = value();
+      if (o.device != "cpu" && o.device != "tpu") usage("--device is cpu or tpu, not '" + o.device + "'");
     } else if (arg == "--devices") {
       o.devices = static_cast<std::int64_t>(number(1));
     } else {
       usage("unknown option '" + std::string(arg) + "'");
     }
   }
+  if (o.device == "tpu" && o.devices > 1) usage("--device tpu runs on one device; --devices is for cpu devices");
   if (o.epochs == 0) o.epochs = o.model == "mlp" ? 10 : 5;
   if (o.lr == 0) o.lr = o.model == "mlp" ? 1e-3 : 2e-3;
   return o;
 }
 
-// ---- the step on a modelled TPU core ------------------------------------------------------------
+// ---- the modelled TPU core ---------------------------------------------------------------------
+
+// A 128x128 weight-stationary array with TPU v1's on-chip memory, off-chip bandwidth and
+// clock, and the default vector unit.
+using tpu_array = xlite::tpu::systolic_array<128, 128, xlite::tpu::dataflow::weight_stationary>;
+const xlite::tpu::memory_config tpu_memory = xlite::tpu::memory_config::tpu_v1();
 
 // The traced training step (all the next mark_step() would run: the update of the
-// parameters and the optimizer's state, the loss, the count of right answers) priced on a
-// 128x128 weight-stationary array at 1 GHz with unlimited off-chip bandwidth, and a vector unit.
+// parameters and the optimizer's state, the loss, the count of right answers) priced on
+// the core, without running it there.
 void print_tpu_cost() {
-  const xlite::tpu::systolic_array<128, 128, xlite::tpu::dataflow::weight_stationary> mxu;
-  std::cout << "on a 128x128 systolic array: " << xlite::lazy::tpu_step_cost(mxu) << '\n';
+  std::cout << "on a 128x128 systolic array: " << xlite::lazy::tpu_step_cost(tpu_array(tpu_memory)) << '\n';
 }
 
 // ---- checkpoints -------------------------------------------------------------------------------
@@ -143,7 +155,7 @@ void print_tpu_cost() {
 std::string parameter_name(std::size_t i) { return "params." + std::to_string(i); }
 
 // The parameters saved by --save, onto this run's device(s), whichever number saved them.
-void load_parameters(std::vector<lazy::tensor>& params, const std::string& dir) {
+void load_parameters(std::vector<lazy::tensor>& params, const std::string& dir, const xlite::device& device) {
   const xlite::tensor_map saved = xlite::load_sharded(dir);
   if (saved.size() != params.size()) {
     throw xlite::value_error("--load " + dir + ": the checkpoint has " + std::to_string(saved.size()) +
@@ -158,7 +170,7 @@ void load_parameters(std::vector<lazy::tensor>& params, const std::string& dir) 
       throw xlite::value_error(xlite::detail::message("--load ", dir, ": ", parameter_name(i), " has shape ",
                                                       value.shape(), ", the model's is ", params[i].shape()));
     }
-    params[i] = lazy::tensor::from(value);
+    params[i] = lazy::tensor::from(value, device);
   }
 }
 
@@ -223,6 +235,8 @@ int main(int argc, char** argv) try {
     std::iota(ids.begin(), ids.end(), 0);
     mesh = xlite::spmd::mesh(ids, {opt.devices}, {"data"});
   }
+  if (opt.device == "tpu") xlite::tpu::configure<tpu_array>(tpu_memory);
+  const xlite::device device(opt.device); // with --devices N: SPMD's virtual device, cpu:0
 
   // The data, standardised once on the host with a fused expression (Fashion-MNIST's mean
   // and standard deviation).
@@ -230,9 +244,9 @@ int main(int argc, char** argv) try {
   auto test = xlite::data::load_fashion_mnist(xlite::data::split::test, opt.data);
   for (auto* images : {&train.images, &test.images}) *images = (*images - 0.2860f) / 0.3530f;
 
-  lazy::set_rng_state(opt.seed);
-  fashion_mnist::model m = opt.model == "mlp" ? fashion_mnist::mlp() : fashion_mnist::cnn();
-  if (!opt.load.empty()) load_parameters(m.params, opt.load);
+  lazy::set_rng_state(opt.seed, device);
+  fashion_mnist::model m = opt.model == "mlp" ? fashion_mnist::mlp(device) : fashion_mnist::cnn(device);
+  if (!opt.load.empty()) load_parameters(m.params, opt.load, device);
   const std::int64_t steps_per_epoch = 60000 / opt.batch_size;
   const std::int64_t total_steps = opt.evaluate ? 0
                                    : opt.steps  ? std::min(opt.steps, opt.epochs * steps_per_epoch)
@@ -242,14 +256,20 @@ int main(int argc, char** argv) try {
                                       opt.lr / 100); // 0 steps: --evaluate
   xlite::mark_step();                                // the initial parameters and the optimizer's state, on the device
 
-  xlite::data::loader train_loader(
-      std::move(train.images), std::move(train.labels),
-      {.batch_size = opt.batch_size, .shuffle = true, .seed = opt.seed, .drop_last = true, .prefetch = 4});
-  xlite::data::loader test_loader(std::move(test.images), std::move(test.labels), {.batch_size = 1000});
+  xlite::data::loader train_loader(std::move(train.images), std::move(train.labels),
+                                   {.batch_size = opt.batch_size,
+                                    .shuffle = true,
+                                    .seed = opt.seed,
+                                    .drop_last = true,
+                                    .prefetch = 4,
+                                    .device = device});
+  xlite::data::loader test_loader(std::move(test.images), std::move(test.labels),
+                                  {.batch_size = 1000, .device = device});
 
   std::printf("Fashion-MNIST, %s, batch %lld, Adam %.0e with a cosine schedule, %s", opt.model.c_str(),
               static_cast<long long>(opt.batch_size), opt.lr, opt.bf16 ? "bf16 matmuls (fp32 sums)" : "fp32");
   if (mesh) std::printf(", data parallel over %lld devices", static_cast<long long>(opt.devices));
+  if (opt.device == "tpu") std::printf(", on tpu:0 (a 128x128 systolic array, bf16 products, fp32 sums)");
   std::printf("\n");
   const auto started = std::chrono::steady_clock::now();
   std::int64_t step = 0;
@@ -285,6 +305,8 @@ int main(int argc, char** argv) try {
     last_epoch_loss = totals.loss_sum / std::max(totals.steps, 1.0);
     progress(epoch, opt.epochs, static_cast<std::int64_t>(totals.steps), steps_per_epoch, totals, batch_size, seconds(),
              true);
+    if (opt.device == "tpu")
+      std::cout << "  each training step on tpu:0, " << xlite::tpu::last_step_report(device) << '\n';
   }
 
   // Evaluation: forward only, the correct answers counted on the device.

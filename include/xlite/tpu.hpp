@@ -7,6 +7,7 @@
 #include "xlite/tpu/cost_model.hpp"
 #include "xlite/tpu/cycle_simulation.hpp"
 #include "xlite/tpu/dataflow.hpp"
+#include "xlite/tpu/device.hpp"
 #include "xlite/tpu/matrix.hpp"
 #include "xlite/tpu/memory_config.hpp"
 #include "xlite/tpu/report.hpp"

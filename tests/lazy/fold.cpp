@@ -195,7 +195,8 @@ TEST_CASE("the compiler folds chains of ops on constants, and nothing that reads
   const auto e = ir::elementwise(op::exp, {ir::elementwise(op::mul, {two, two})});
   auto x = lazy::tensor::from(xlite::tensor<float>(shape{3}, 0.25f));
   const std::vector<ir::node_ptr> outputs{e, ir::elementwise(op::mul, {x.node(), e})};
-  const auto exe = runtime::find_or_compile(ir::numbered_trace(outputs), {"test", {}, 0}); // as a barrier compiles
+  // As a barrier compiles.
+  const auto exe = runtime::find_or_compile(ir::numbered_trace(outputs), {"test", {}, xlite::device()});
   CHECK(exe->pass_log.find("fold: 3 folded") != std::string::npos);
   const ir::instruction& out = exe->program.instructions[exe->program.outputs[0]];
   REQUIRE(out.code == op::constant);

@@ -112,7 +112,7 @@ TEST_CASE("format: times as PyTorch/XLA prints them", "[metrics]") {
   CHECK(metrics::format(90'061e9, unit::nanoseconds) == "01d01h01m01s000ms0.000us");
 }
 
-TEST_CASE("format: bytes in powers of 1024, counts as plain numbers", "[metrics]") {
+TEST_CASE("format: bytes in powers of 1024, counts as plain numbers, fractions to 3 digits", "[metrics]") {
   CHECK(metrics::format(0, unit::bytes) == "0B");
   CHECK(metrics::format(512, unit::bytes) == "512B");
   CHECK(metrics::format(1023, unit::bytes) == "1023B");
@@ -121,6 +121,8 @@ TEST_CASE("format: bytes in powers of 1024, counts as plain numbers", "[metrics]
   CHECK(metrics::format(2.0 * 1024 * 1024 * 1024, unit::bytes) == "2.00GB");
   CHECK(metrics::format(395, unit::count) == "395");
   CHECK(metrics::format(2.5, unit::count) == "2.50");
+  CHECK(metrics::format(0.0142684, unit::fraction) == "0.0143");
+  CHECK(metrics::format(0.5, unit::fraction) == "0.5");
 }
 
 TEST_CASE("report: percentiles are nearest-rank over the recent samples", "[metrics]") {

@@ -23,6 +23,7 @@
 #include "xlite/runtime/compilation.hpp"
 #include "xlite/runtime/device_data.hpp"
 #include "xlite/runtime/executor.hpp"
+#include "xlite/runtime/matrix_unit.hpp"
 #include "xlite/runtime/metrics.hpp"
 #include "xlite/runtime/profiler.hpp"
 #include "xlite/runtime/worker.hpp"
@@ -33,18 +34,21 @@ namespace xlite::lazy {
 
 namespace detail {
 
-// Runs exe on device d, timed (ExecuteTime) and drawn on the device's profile track. It
-// records before the caller sets the results: a thread that waits for them, then reads the
-// metrics or stops the profiler, sees this run.
-inline std::vector<runtime::buffer_ptr>
-execute_on(const compile::executable& exe, std::span<const runtime::buffer_ptr> inputs, const xlite::device& d) {
+// Runs exe on device d, timed (ExecuteTime), drawn on the device's profile track and, on a
+// tpu device, with its matrix unit `unit` (the one installed when the step was launched),
+// which then prices the step. It records before the caller sets the results: a thread that
+// waits for them, then reads the metrics or stops the profiler, sees this run.
+inline std::vector<runtime::buffer_ptr> execute_on(const compile::executable& exe,
+                                                   std::span<const runtime::buffer_ptr> inputs, const xlite::device& d,
+                                                   const runtime::matrix_unit* unit = nullptr) {
   const auto begin = std::chrono::steady_clock::now();
   std::vector<runtime::buffer_ptr> values =
-      runtime::execute(exe, inputs, current_thread_pool(), d, profiler::track::device(d.ordinal()));
+      runtime::execute(exe, inputs, current_thread_pool(), d, profiler::track::device(d.ordinal()), unit);
   const auto end = std::chrono::steady_clock::now();
   static const metrics::metric execute_time("ExecuteTime");
   execute_time.record(static_cast<double>(std::chrono::nanoseconds(end - begin).count()));
   profiler::record(profiler::track::device(d.ordinal()), "execute", begin, end);
+  if (unit) unit->account_step(exe, d);
   return values;
 }
 
@@ -73,17 +77,19 @@ inline void launch(const std::vector<std::shared_ptr<tensor_state>>& states, con
       }
       parameters.push_back(std::const_pointer_cast<runtime::device_data>(std::move(data)));
     }
-    exe = runtime::find_or_compile(captured, {cause.reason, cause.where, d.ordinal()});
+    exe = runtime::find_or_compile(captured, {cause.reason, cause.where, d});
   } catch (...) {
     // The tensors hold the error, and the trace goes on without them.
     for (const auto& r : results) r->fail(std::current_exception());
     throw;
   }
-  runtime::device_worker(d).submit([exe, parameters = std::move(parameters), results, d]() noexcept {
+  // A tpu device's core as it is now: a later tpu::configure is for later steps.
+  std::shared_ptr<const runtime::matrix_unit> unit = runtime::matrix_unit_of(d);
+  runtime::device_worker(d).submit([exe, parameters = std::move(parameters), results, d, unit]() noexcept {
     try {
       std::vector<runtime::buffer_ptr> inputs;
       for (const auto& p : parameters) inputs.push_back(p->wait());
-      std::vector<runtime::buffer_ptr> values = execute_on(*exe, inputs, d);
+      std::vector<runtime::buffer_ptr> values = execute_on(*exe, inputs, d, unit.get());
       for (std::size_t i = 0; i < results.size(); ++i) results[i]->set(std::move(values[i]));
     } catch (...) {
       for (const auto& r : results) {
@@ -134,9 +140,13 @@ inline void launch_spmd(const std::vector<std::shared_ptr<tensor_state>>& states
   std::vector<std::shared_ptr<const ir::parameter_source>> parameters;
   compile::executable_ptr exe;
   try {
+    if (states.front()->device.kind() != device_kind::cpu) {
+      throw config_error(xlite::detail::message("mark_step: SPMD mode runs on the cpu devices; ",
+                                                states.front()->device, "'s tensors cannot be partitioned"));
+    }
     spmd_step step = partition_step(outputs, devices);
     exe = runtime::find_or_compile(ir::numbered_trace(step.program.outputs, step.program.parameters),
-                                   {cause.reason, cause.where, 0});
+                                   {cause.reason, cause.where, states.front()->device});
     for (std::size_t k = 0; k < states.size(); ++k) {
       results.push_back(
           spmd::sharded_data::pending(states[k]->type, states[k]->shape, step.program.output_shardings[k], devices));
@@ -238,7 +248,7 @@ inline void mark_step(xlite::source_location where = xlite::source_location::cur
     for (const auto& weak : registry.live) {
       auto s = weak.lock();
       if (!s || !s->pending) continue;
-      if (replica && s->device != mine) {
+      if (replica && s->device.ordinal() != mine.ordinal()) { // tpu:k's tensors are replica k's too
         others.push_back(weak);
       } else {
         pending.push_back(std::move(s));

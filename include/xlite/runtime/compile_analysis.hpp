@@ -22,6 +22,7 @@
 #include "xlite/core/source_location.hpp"
 #include "xlite/ir/diff.hpp"
 #include "xlite/ir/graph.hpp"
+#include "xlite/runtime/device.hpp"
 #include "xlite/runtime/metrics.hpp"
 
 namespace xlite::debug {
@@ -30,7 +31,7 @@ namespace xlite::debug {
 struct step_cause {
   std::string_view reason; // "mark_step", "to_host", "item", ...
   source_location where;
-  std::int64_t device = 0; // one barrier compiles a graph per device
+  xlite::device device{}; // one barrier compiles a graph per device
 };
 
 namespace detail {
@@ -72,7 +73,7 @@ inline void print_analysis(std::ostream& out, std::string_view title, const ir::
   out << prefix << title.substr(0, title.find(' ')) << " Cause\n" << prefix << "  " << cause.reason << '\n';
   out << prefix << "Graph Info:\n";
   out << prefix << "  Graph Hash: " << hex(hash) << '\n';
-  out << prefix << "  Device: cpu:" << cause.device << '\n';
+  out << prefix << "  Device: " << cause.device << '\n';
   const auto list = [&](const auto& values) {
     for (std::size_t k = 0; k < values.size(); ++k) out << (k ? ", " : " ") << ir::type_text(*values[k]);
     out << '\n';
@@ -124,7 +125,7 @@ inline void analyse_compilation(const ir::graph& g, std::uint64_t hash, const st
   {
     auto& h = detail::history();
     std::scoped_lock lock(h.mutex);
-    auto& place = h.places[detail::location(cause.where) + " on cpu:" + std::to_string(cause.device)];
+    auto& place = h.places[detail::location(cause.where) + " on " + cause.device.to_string()];
     if (place.compiles > 0) {
       const auto difference = ir::describe_difference(place.last, g);
       diagnosis = "compilation " + std::to_string(place.compiles + 1) +

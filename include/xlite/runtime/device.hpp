@@ -4,6 +4,12 @@
 // XLITE_NUM_DEVICES (default 1) or what runtime::set_num_devices() said before the device
 // count was first read. Each device has its own buffers and its own worker thread (runtime/worker.hpp);
 // SPMD runs a partitioned program on all of them.
+//
+// Once tpu::configure has given the process a modelled TPU core (tpu/device.hpp), "tpu:k"
+// is device k with that core: its graphs run their matmuls on the systolic array's numerics
+// and each step is priced on the model. It is the same host slot as "cpu:k" (one worker,
+// one memory count, one random stream, one profile track), but a different device: tensors
+// on tpu:k and cpu:k do not mix, and a barrier compiles and runs each device's graph apart.
 
 #include <algorithm>
 #include <atomic>
@@ -26,24 +32,35 @@ inline std::int64_t& replica_ordinal() noexcept {
   thread_local std::int64_t ordinal = -1;
   return ordinal;
 }
+
+// Whether tpu::configure has given this process a TPU core, so that "tpu:k" exists.
+inline std::atomic<bool>& tpu_configured() noexcept {
+  static std::atomic<bool> configured{false};
+  return configured;
+}
 } // namespace runtime::detail
+
+enum class device_kind : std::uint8_t { cpu, tpu };
 
 class device {
 public:
-  // "cpu:0", or "cpu" for the first one.
+  // "cpu:0" or "tpu:0", or "cpu" / "tpu" for the first one.
   explicit device(std::string_view name);
   // The default device: the replica's own in a thread xlite::spawn runs, else cpu:0 (as
   // torch_xla's xla_device() in each process of xmp.spawn).
   device() : ordinal_(std::max<std::int64_t>(runtime::detail::replica_ordinal(), 0)) {}
 
-  std::string_view type() const noexcept { return "cpu"; }
+  device_kind kind() const noexcept { return kind_; }
+  std::string_view type() const noexcept { return kind_ == device_kind::cpu ? "cpu" : "tpu"; }
+  // The host slot: its worker, memory count and random stream (a tpu:k shares cpu:k's).
   std::int64_t ordinal() const noexcept { return ordinal_; }
-  std::string to_string() const { return "cpu:" + std::to_string(ordinal_); }
+  std::string to_string() const { return std::string(type()) + ":" + std::to_string(ordinal_); }
 
   friend bool operator==(const device&, const device&) = default;
   friend std::ostream& operator<<(std::ostream& out, const device& d) { return out << d.to_string(); }
 
 private:
+  device_kind kind_ = device_kind::cpu;
   std::int64_t ordinal_;
 };
 
@@ -119,9 +136,16 @@ inline std::vector<device> devices() {
 
 inline device::device(std::string_view name) : ordinal_(0) {
   std::string_view rest = name;
-  if (!rest.starts_with("cpu")) {
-    throw value_error(xlite::detail::message("device: unknown device \"", name, "\"; this build has cpu devices, ",
-                                             "\"cpu:0\" to \"cpu:", device_count() - 1, "\""));
+  if (rest.starts_with("tpu")) {
+    if (!runtime::detail::tpu_configured().load(std::memory_order_acquire)) {
+      throw config_error(xlite::detail::message("device: \"", name, "\" needs a TPU core; call ",
+                                                "xlite::tpu::configure<Array>(memory, vector_unit) first"));
+    }
+    kind_ = device_kind::tpu;
+  } else if (!rest.starts_with("cpu")) {
+    throw value_error(xlite::detail::message("device: unknown device \"", name, "\"; there are cpu devices, ",
+                                             "\"cpu:0\" to \"cpu:", device_count() - 1,
+                                             "\", and tpu devices of the same numbers once tpu::configure ran"));
   }
   rest.remove_prefix(3);
   if (!rest.empty()) {
@@ -132,8 +156,8 @@ inline device::device(std::string_view name) : ordinal_(0) {
     }
   }
   if (ordinal_ < 0 || ordinal_ >= device_count()) {
-    throw value_error(xlite::detail::message("device: \"", name, "\" does not exist; there are ", device_count(),
-                                             " cpu devices (XLITE_NUM_DEVICES sets how many)"));
+    throw value_error(xlite::detail::message("device: \"", name, "\" does not exist; there are ", device_count(), " ",
+                                             type(), " devices (XLITE_NUM_DEVICES sets how many)"));
   }
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 
-// The CPU executor: runs an executable's kernels in order on the parameters' buffers and
-// returns the outputs' buffers. Intermediate buffers follow the plan (passes/buffer_plan.hpp)
-// and live for one run. Control ops run their compiled subgraphs through the executor
-// again: a while_loop runs its cond and body until cond is false, a cond one branch.
+// The executor: runs an executable's kernels in order on the parameters' buffers and
+// returns the outputs' buffers; on a tpu device its matmuls run on the matrix unit.
+// Intermediate buffers follow the plan (passes/buffer_plan.hpp) and live for one run.
+// Control ops run their compiled subgraphs through the executor again: a while_loop runs
+// its cond and body until cond is false, a cond one branch.
 
 #include <algorithm>
 #include <atomic>
@@ -30,6 +31,7 @@
 #include "xlite/runtime/elementwise.hpp"
 #include "xlite/runtime/layout.hpp"
 #include "xlite/runtime/matmul.hpp"
+#include "xlite/runtime/matrix_unit.hpp"
 #include "xlite/runtime/metrics.hpp"
 #include "xlite/runtime/profiler.hpp"
 #include "xlite/runtime/reduce.hpp"
@@ -41,24 +43,25 @@ namespace xlite::runtime {
 XLITE_BACKEND_FUNCTION std::vector<buffer_ptr> execute(const compile::executable& exe,
                                                        std::span<const buffer_ptr> parameters, thread_pool& pool,
                                                        const xlite::device& on = xlite::device(),
-                                                       std::optional<profiler::track> kernels_track = {});
+                                                       std::optional<profiler::track> kernels_track = {},
+                                                       const matrix_unit* unit = nullptr);
 
 namespace detail {
 
 // The results of control op `root` (kernel k) on its operands' buffers.
 inline std::vector<buffer_ptr> run_control(const compile::kernel& k, const ir::instruction& root,
                                            std::span<const buffer_ptr> operands, thread_pool& pool,
-                                           const xlite::device& on) {
+                                           const xlite::device& on, const matrix_unit* unit) {
   const auto is_true = [](const buffer_ptr& b) { return b->as<std::uint8_t>()[0] != 0; };
   std::vector<buffer_ptr> results;
   if (root.code == op::cond) {
-    results = execute(*k.subprograms[is_true(operands[0]) ? 0 : 1], operands.subspan(1), pool, on);
+    results = execute(*k.subprograms[is_true(operands[0]) ? 0 : 1], operands.subspan(1), pool, on, {}, unit);
   } else {
     // The state is the first `ints[0]` operands; the captured values after it stay.
     std::vector<buffer_ptr> state(operands.begin(), operands.end());
     const auto loop_variables = static_cast<std::size_t>(root.attrs.ints[0]);
-    while (is_true(execute(*k.subprograms[0], state, pool, on)[0])) {
-      std::vector<buffer_ptr> next = execute(*k.subprograms[1], state, pool, on);
+    while (is_true(execute(*k.subprograms[0], state, pool, on, {}, unit)[0])) {
+      std::vector<buffer_ptr> next = execute(*k.subprograms[1], state, pool, on, {}, unit);
       std::move(next.begin(), next.end(), state.begin());
     }
     state.resize(loop_variables);
@@ -174,12 +177,12 @@ inline buffer_ptr run_collective(const ir::instruction& root, const buffer_ptr& 
 
 // `on` is the device the program runs on: the collectives' member. With a profile being
 // recorded, each kernel is drawn on `kernels_track` (the device's track), named by its root
-// op and result: where a step's time goes.
+// op and result: where a step's time goes. `unit`, a tpu device's matrix unit as the step
+// was launched with, runs the matmuls; without one they run on the CPU's kernels.
 #if XLITE_BACKEND_DEFINITIONS
-XLITE_BACKEND_FUNCTION std::vector<buffer_ptr> execute(const compile::executable& exe,
-                                                       std::span<const buffer_ptr> parameters, thread_pool& pool,
-                                                       const xlite::device& on,
-                                                       std::optional<profiler::track> kernels_track) {
+XLITE_BACKEND_FUNCTION std::vector<buffer_ptr>
+execute(const compile::executable& exe, std::span<const buffer_ptr> parameters, thread_pool& pool,
+        const xlite::device& on, std::optional<profiler::track> kernels_track, const matrix_unit* unit) {
   const ir::graph& g = exe.program;
   if (parameters.size() != g.parameter_count) {
     throw value_error(xlite::detail::message("execute: the executable takes ", g.parameter_count, " parameters, got ",
@@ -230,7 +233,7 @@ XLITE_BACKEND_FUNCTION std::vector<buffer_ptr> execute(const compile::executable
     if (info(root.code).kind == op_kind::control) {
       std::vector<buffer_ptr> operands;
       for (const ir::value_id v : root.operands) operands.push_back(value[v]);
-      control_results[k.group.root] = detail::run_control(k, root, operands, pool, on);
+      control_results[k.group.root] = detail::run_control(k, root, operands, pool, on, unit);
       continue;
     }
     if (info(root.code).kind == op_kind::collective) { // a buffer of its own, not a slot of the plan
@@ -257,12 +260,15 @@ XLITE_BACKEND_FUNCTION std::vector<buffer_ptr> execute(const compile::executable
         const compile::kernel& epilogue = exe.kernels[++i];
         buffer_ptr& result = slot_for(epilogue.group.root);
         inputs_of(epilogue, epilogue_inputs);
-        run_matmul(a, b, *slot, transposed, [&](std::int64_t begin, std::int64_t count) {
-          run_elementwise_range(epilogue, epilogue_inputs, *result, begin, begin + count);
-        });
+        run_matmul(
+            a, b, *slot, transposed,
+            [&](std::int64_t begin, std::int64_t count) {
+              run_elementwise_range(epilogue, epilogue_inputs, *result, begin, begin + count);
+            },
+            unit);
         value[epilogue.group.root] = result;
       } else {
-        run_matmul(a, b, *slot, transposed);
+        run_matmul(a, b, *slot, transposed, {}, unit);
       }
     } else {
       // Layout and window ops read their operands in instruction order (concat's parts,

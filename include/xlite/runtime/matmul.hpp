@@ -6,8 +6,10 @@
 // / portable, fp32 accumulation; bf16 results rounded once, or float32 results from bf16
 // operands under mixed precision); the other dtypes to a plain
 // loop that accumulates each product in k order in the compute dtype. An epilogue runs on
-// each part of the result as it is finished.
+// each part of the result as it is finished. On a tpu device the float16, bfloat16 and
+// float32 products go to its matrix unit instead (runtime/matrix_unit.hpp).
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -18,6 +20,7 @@
 #include "xlite/kernels/gemm.hpp"
 #include "xlite/runtime/buffer.hpp"
 #include "xlite/runtime/elementwise.hpp"
+#include "xlite/runtime/matrix_unit.hpp"
 
 namespace xlite::runtime {
 
@@ -65,6 +68,37 @@ inline std::optional<std::int64_t> uniform_stride(const std::vector<std::int64_t
   return step;
 }
 
+// visit_dtype for the matrix unit's dtypes: f is instantiated for those three only.
+template <class F>
+void visit_matrix_unit_dtype(dtype t, F&& f) {
+  visit_dtype(t, [&](auto tag) {
+    if constexpr (is_matrix_unit_dtype(dtype_of_v<typename decltype(tag)::type>)) {
+      f(tag);
+    } else {
+      throw value_error(xlite::detail::message("matmul: the matrix unit does not multiply ", name(t)));
+    }
+  });
+}
+
+// op(x) of one product as a row-major float matrix of `rows` x `cols`, the matrix unit's
+// operand: x itself when it is one, else a copy in `scratch`. Widening float16 and
+// bfloat16 is exact.
+template <class T>
+const float* row_major_operand(const T* x, std::int64_t rows, std::int64_t cols, bool transposed,
+                               std::vector<float>& scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!transposed) return x;
+  }
+  scratch.resize(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j) {
+      scratch[static_cast<std::size_t>(i * cols + j)] =
+          static_cast<float>(transposed ? x[j * rows + i] : x[i * cols + j]);
+    }
+  }
+  return scratch.data();
+}
+
 } // namespace detail
 
 // Called with each finished run of out's elements, [begin, begin + count) in row-major
@@ -76,8 +110,46 @@ struct matmul_transposes {
   bool a = false, b = false;
 };
 
+namespace detail {
+
+// Each product of the batch on the matrix unit, its float result converted to out's dtype;
+// the epilogue sees each product when it is done.
+inline void run_matmul_on_unit(const matrix_unit& unit, const buffer& a, const buffer& b, buffer& out,
+                               matmul_transposes transposed, const finished_elements& finished) {
+  const shape &sa = a.shape(), &so = out.shape();
+  const std::int64_t m = so[so.rank() - 2], n = so[so.rank() - 1], k = sa[sa.rank() - (transposed.a ? 2 : 1)];
+  const batch_offsets batches = matmul_batches(sa, b.shape(), so);
+  std::vector<float> scratch_a, scratch_b, product;
+  const auto run = [&]<class In, class Out>(const In* a_data, const In* b_data, Out* out_data) {
+    for (std::size_t p = 0; p < batches.a.size(); ++p) {
+      const float* pa = row_major_operand(a_data + batches.a[p] * m * k, m, k, transposed.a, scratch_a);
+      const float* pb = row_major_operand(b_data + batches.b[p] * k * n, k, n, transposed.b, scratch_b);
+      const std::int64_t offset = static_cast<std::int64_t>(p) * m * n;
+      if constexpr (std::is_same_v<Out, float>) {
+        unit.product(pa, pb, out_data + offset, m, k, n);
+      } else {
+        product.resize(static_cast<std::size_t>(m * n));
+        unit.product(pa, pb, product.data(), m, k, n);
+        std::transform(product.begin(), product.end(), out_data + offset, [](float x) { return static_cast<Out>(x); });
+      }
+      if (finished) finished(offset, m * n);
+    }
+  };
+  visit_matrix_unit_dtype(a.type(), [&]<class In>(std::type_identity<In>) {
+    visit_matrix_unit_dtype(out.type(),
+                            [&]<class Out>(std::type_identity<Out>) { run(a.as<In>(), b.as<In>(), out.as<Out>()); });
+  });
+}
+
+} // namespace detail
+
+// `unit`: the matrix unit of the device the matmul runs on, or none for the CPU's kernels.
 inline void run_matmul(const buffer& a, const buffer& b, buffer& out, matmul_transposes transposed = {},
-                       const finished_elements& finished = {}) {
+                       const finished_elements& finished = {}, const matrix_unit* unit = nullptr) {
+  if (unit && is_matrix_unit_dtype(a.type()) && is_matrix_unit_dtype(out.type())) {
+    detail::run_matmul_on_unit(*unit, a, b, out, transposed, finished);
+    return;
+  }
   const shape &sa = a.shape(), &so = out.shape();
   const std::int64_t m = so[so.rank() - 2], n = so[so.rank() - 1], k = sa[sa.rank() - (transposed.a ? 2 : 1)];
   // Distances between rows as stored: a is k x m when transposed, b n x k.

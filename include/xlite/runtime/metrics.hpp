@@ -93,7 +93,8 @@ inline void clear_counters() {
 // ---- Metrics ----
 
 // What a metric's values are; it decides only how they print.
-enum class unit { nanoseconds, bytes, count };
+// A fraction is a share from 0 to 1 (a utilization), printed to three significant digits.
+enum class unit { nanoseconds, bytes, count, fraction };
 
 inline const char* to_string(unit u) {
   switch (u) {
@@ -103,6 +104,8 @@ inline const char* to_string(unit u) {
     return "bytes";
   case unit::count:
     return "count";
+  case unit::fraction:
+    return "fraction";
   }
   return "?";
 }
@@ -332,6 +335,12 @@ inline std::string format_count(double value) {
   return std::move(out).str();
 }
 
+inline std::string format_fraction(double value) {
+  std::ostringstream out;
+  out << std::setprecision(3) << value;
+  return std::move(out).str();
+}
+
 } // namespace detail
 
 // A value as the report prints it in unit `u`.
@@ -343,6 +352,8 @@ inline std::string format(double value, unit u) {
     return detail::format_bytes(value);
   case unit::count:
     return detail::format_count(value);
+  case unit::fraction:
+    return detail::format_fraction(value);
   }
   return {};
 }
@@ -421,12 +432,13 @@ inline std::string report() {
 }
 
 // The named metrics, then the named counters, in the order given, leaving out those with
-// no data; by default the ones PyTorch/XLA's short_metrics_report shows.
+// no data; by default the ones PyTorch/XLA's short_metrics_report shows, and a tpu
+// device's step cycles and MFU.
 inline std::string
 short_report(const std::vector<std::string>& counter_names = {"MarkStep", "CachedCompile", "UncachedCompile",
                                                               "PersistentCacheHit", "PersistentCacheMiss"},
              const std::vector<std::string>& metric_names = {"CompileTime", "ExecuteTime", "TransferToDeviceTime",
-                                                             "TransferFromDeviceTime"}) {
+                                                             "TransferFromDeviceTime", "TpuStepCycles", "TpuMfu"}) {
   std::ostringstream out;
   for (const auto& name : metric_names) {
     if (const auto s = metric_data(name)) detail::print_metric(out, name, *s);
