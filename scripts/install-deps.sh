@@ -16,6 +16,8 @@ packages=(
   catch2 libbenchmark-dev nlohmann-json3-dev # the profiler's tests parse its JSON
   python3-numpy # the io tests exchange .npy and safetensors files with NumPy
   mlir-16-tools libmlir-16 # the MLIR export's tests verify, lower and run what it prints
+  # runs of several processes: the MPI transport and its tests under mpirun
+  libopenmpi-dev openmpi-bin
   # data: the Fashion-MNIST training example and the data tests
   dataset-fashion-mnist
 )

@@ -49,6 +49,7 @@
 #include "xlite/lazy/sharding.hpp"
 #include "xlite/runtime/block_copy.hpp"
 #include "xlite/runtime/device.hpp"
+#include "xlite/runtime/processes.hpp"
 #include "xlite/spmd/mesh.hpp"
 #include "xlite/spmd/partition_spec.hpp"
 

@@ -2,9 +2,9 @@
 
 // Collectives on lazy tensors, as torch_xla's xla_model has them: each records one node,
 // which the devices run at the barrier, each with its own value (replica mode, xlite::spawn
-// in runtime/replica.hpp). Replica groups default to every replica of the spawn (outside a
-// spawn, the tensor's device alone). rendezvous and mesh_reduce exchange host values
-// between replicas now, outside any graph.
+// in runtime/replica.hpp). Replica groups default to every replica of the spawn, of every
+// process (outside a spawn, the tensor's device alone, or every process in a run of several). rendezvous and
+// mesh_reduce exchange host values between replicas now, outside any graph.
 //
 //   xlite::spawn([](std::int64_t k) {
 //     auto g = ...;                                         // this replica's gradient
@@ -34,10 +34,23 @@ using ir::replica_groups;
 
 namespace lazy::detail {
 
+// Whether the caller is a replica: a thread of xlite::spawn, or, in a run of several
+// processes, a process outside a spawn (on its one device).
+inline bool in_replica(std::string_view what) {
+  if (runtime::detail::replica_ordinal() >= 0) return true;
+  if (runtime::process_count() == 1) return false;
+  if (device_count() != 1) {
+    throw value_error(xlite::detail::message(what, ": outside xlite::spawn each of the ", runtime::process_count(),
+                                             " processes is one replica and needs one device, not ", device_count(),
+                                             "; call collectives from the replicas of a spawn"));
+  }
+  return true;
+}
+
 // In a replica, a collective takes the replica's own tensor, and names only replicas: a
 // device without a replica would never come.
 inline void check_replica(const lazy::tensor& x, std::span<const std::int64_t> devices, std::string_view what) {
-  if (runtime::detail::replica_ordinal() < 0) return;
+  if (!in_replica(what)) return;
   if (x.device() != xlite::device()) {
     throw value_error(xlite::detail::message(what, ": replica ", runtime::global_ordinal(), " passed a tensor on ",
                                              x.device(), "; a replica's collectives take its own device's tensors"));
@@ -56,7 +69,7 @@ inline replica_groups groups_or_default(const replica_groups& groups, const lazy
   for (const auto& group : groups) named.insert(named.end(), group.begin(), group.end());
   check_replica(x, named, what);
   if (!groups.empty()) return groups;
-  if (runtime::detail::replica_ordinal() < 0) return {{x.device().ordinal()}};
+  if (!lazy::detail::in_replica(what)) return {{x.device().ordinal()}};
   std::vector<std::int64_t> all(static_cast<std::size_t>(runtime::world_size()));
   for (std::size_t k = 0; k < all.size(); ++k) all[k] = static_cast<std::int64_t>(k);
   return {all};

@@ -17,6 +17,7 @@
 #include "xlite/lazy/tensor.hpp"
 #include "xlite/runtime/device.hpp"
 #include "xlite/runtime/memory.hpp"
+#include "xlite/runtime/processes.hpp"
 #include "xlite/spmd/mesh.hpp"
 #include "xlite/spmd/partition_spec.hpp"
 #include "xlite/spmd/sharded_data.hpp"
@@ -30,6 +31,11 @@ inline void require_spmd(std::string_view what) {
   if (!runtime::is_spmd()) {
     throw value_error(xlite::detail::message(what, ": SPMD mode is off; call xlite::runtime::use_spmd() (or set "
                                                    "XLITE_USE_SPMD=1) before making tensors"));
+  }
+  if (runtime::process_count() > 1) {
+    throw config_error(xlite::detail::message(what, ": SPMD mode partitions over the devices of one process, and ",
+                                              "this run has ", runtime::process_count(),
+                                              " processes; across processes use replicas (xlite::spawn)"));
   }
 }
 

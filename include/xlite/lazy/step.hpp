@@ -25,6 +25,7 @@
 #include "xlite/runtime/executor.hpp"
 #include "xlite/runtime/matrix_unit.hpp"
 #include "xlite/runtime/metrics.hpp"
+#include "xlite/runtime/processes.hpp"
 #include "xlite/runtime/profiler.hpp"
 #include "xlite/runtime/worker.hpp"
 #include "xlite/spmd/partitioner.hpp"
@@ -140,6 +141,13 @@ inline void launch_spmd(const std::vector<std::shared_ptr<tensor_state>>& states
   std::vector<std::shared_ptr<const ir::parameter_source>> parameters;
   compile::executable_ptr exe;
   try {
+    if (runtime::process_count() > 1) {
+      throw config_error(xlite::detail::message("mark_step: SPMD mode partitions over the devices of one process, and "
+                                                "this run has ",
+                                                runtime::process_count(),
+                                                " processes; across "
+                                                "processes use replicas (xlite::spawn) and the collectives"));
+    }
     if (states.front()->device.kind() != device_kind::cpu) {
       throw config_error(xlite::detail::message("mark_step: SPMD mode runs on the cpu devices; ",
                                                 states.front()->device, "'s tensors cannot be partitioned"));

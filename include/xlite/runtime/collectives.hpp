@@ -1,9 +1,12 @@
 #pragma once
 
-// Collectives between the devices of this process, as XLA defines them
-// (operation_semantics: AllReduce, AllGather, ReduceScatter, AllToAll, CollectivePermute)
-// and torch_xla's xla_model exposes them, with replica groups. Each device calls the
-// collective from its own thread with its own buffer; the call returns that device's result.
+// Collectives between devices, as XLA defines them (operation_semantics: AllReduce,
+// AllGather, ReduceScatter, AllToAll, CollectivePermute) and torch_xla's xla_model exposes
+// them, with replica groups. Each device calls the collective from its own thread with its
+// own buffer and its global number (runtime/processes.hpp); the call returns that device's
+// result. Members in other processes send their buffers through the process group
+// (rendezvous.hpp), and each process computes its own members' results from all of them,
+// by the same code, so a result is the same whichever processes the devices are in.
 //
 // Arguments are checked after the members meet, where they are known to agree (each
 // member's call is described, and the descriptions compared): a bad argument then fails
@@ -12,8 +15,8 @@
 // Results are the same on every member and for any timing: a reduction combines the
 // members' values in group order, element by element, in float for the 16-bit floats (one
 // rounding at the end) and in the type itself otherwise; integers wrap as in PyTorch.
-// all_reduce splits the work: member k reduces the k-th part of the elements, and every
-// member copies the whole result.
+// all_reduce splits the work: the k-th member of this process reduces the k-th part of the
+// elements, and every member copies the whole result.
 
 #include <algorithm>
 #include <chrono>
@@ -130,13 +133,50 @@ inline void reduce_rows(std::span<const std::shared_ptr<const buffer>> inputs, s
 
 } // namespace detail
 
+// A buffer crosses between processes as its dtype and dimensions, then its bytes; what
+// arrives counts against no device, as the scratch of an all_reduce.
+template <>
+struct wire<std::shared_ptr<const buffer>> {
+  static std::string meta(const std::shared_ptr<const buffer>& b) {
+    std::string text = std::to_string(static_cast<int>(b->type()));
+    for (std::size_t k = 0; k < b->shape().rank(); ++k) text += xlite::detail::message(",", b->shape()[k]);
+    return text;
+  }
+  static std::span<const std::byte> body(const std::shared_ptr<const buffer>& b) {
+    return {static_cast<const std::byte*>(b->data()), static_cast<std::size_t>(b->byte_size())};
+  }
+  static std::span<std::byte> make(std::shared_ptr<const buffer>& slot, std::string_view meta) {
+    std::vector<std::int64_t> dims;
+    std::size_t type = all_dtypes.size();
+    for (std::size_t k = 0; !meta.empty(); ++k) {
+      const std::size_t comma = std::min(meta.find(','), meta.size());
+      const std::size_t value = detail::parse_count(meta.substr(0, comma));
+      if (k == 0) {
+        type = value;
+      } else {
+        dims.push_back(static_cast<std::int64_t>(value));
+      }
+      meta.remove_prefix(std::min(comma + 1, meta.size()));
+    }
+    if (type >= all_dtypes.size() || dims.size() > max_rank) {
+      throw collective_error("a buffer between processes came with a malformed dtype or shape");
+    }
+    const auto nowhere = allocating_on::nowhere();
+    buffer_ptr made = make_buffer(all_dtypes[type], xlite::shape(dims));
+    const std::span<std::byte> place{static_cast<std::byte*>(made->data()),
+                                     static_cast<std::size_t>(made->byte_size())};
+    slot = std::move(made);
+    return place;
+  }
+};
+
 // The collectives of the devices of one process. Each call names the calling device.
-class in_process_collectives {
+class device_collectives {
 public:
   using input = std::shared_ptr<const buffer>;
 
-  explicit in_process_collectives(std::chrono::milliseconds timeout = collective_timeout())
-      : buffers_(timeout), payloads_(timeout) {}
+  explicit device_collectives(std::chrono::milliseconds timeout = collective_timeout())
+      : buffers_("buffers", timeout), payloads_("payloads", timeout) {}
 
   // Every member gets the reduction of all members' x, times `scale` (floating point only).
   // `site` names the call in the description members compare (ir::collective_site_name).
@@ -146,15 +186,16 @@ public:
                         "all_reduce");
     check_reduction(x->type(), r, scale, "all_reduce");
     const std::int64_t n = x->shape().numel();
-    const auto members = static_cast<std::int64_t>(c.inputs().size());
+    const auto parts = static_cast<std::int64_t>(c.m->local_count());
+    const auto part = static_cast<std::int64_t>(c.m->local_index(c.sorted_position));
     // The members' shared scratch counts against no device: a device's memory is its result,
     // as in an in-place ring all-reduce.
     const auto reduced = c.m->shared<buffer>([&] {
       const auto scratch = allocating_on::nowhere();
       return make_buffer(x->type(), x->shape());
     });
-    const std::int64_t begin = n * c.position / members;
-    const std::int64_t end = n * (c.position + 1) / members;
+    const std::int64_t begin = n * part / parts;
+    const std::int64_t end = n * (part + 1) / parts;
     detail::reduce_rows(c.inputs(), begin, *reduced, begin, end - begin, r, scale);
     buffers_.wait_all_done(*c.m, "all_reduce");
     buffer_ptr result = make_buffer(x->type(), x->shape());
@@ -283,10 +324,12 @@ public:
     payloads_.set_timeout(timeout);
   }
 
-  // Fails every collective in progress and every later one with `why`, until reset().
+  // Fails every collective in progress and every later one with `why`, until reset(), and
+  // tells the other processes, whose collectives then fail too.
   void abort(const std::string& why) {
     buffers_.abort(why);
     payloads_.abort(why);
+    if (const auto group = processes()) group->abort(why);
   }
   void reset() {
     buffers_.reset();
@@ -304,7 +347,8 @@ private:
   // inputs in group order.
   struct call {
     std::shared_ptr<meeting<input>> m;
-    std::size_t position;
+    std::size_t position;        // in the group's order
+    std::size_t sorted_position; // in the meeting's
     std::vector<input> ordered;
     const std::vector<input>& inputs() const { return ordered; }
   };
@@ -336,7 +380,10 @@ private:
     if (!site.empty()) description += xlite::detail::message(" at ", site);
     auto m = buffers_.attend(device, members, x, std::move(description), what);
     std::vector<input> ordered = in_group_order(m->contributions(), members);
-    return {std::move(m), position, std::move(ordered)};
+    std::vector<std::int64_t> sorted = members;
+    std::ranges::sort(sorted);
+    const auto sorted_position = static_cast<std::size_t>(std::ranges::lower_bound(sorted, device) - sorted.begin());
+    return {std::move(m), position, sorted_position, std::move(ordered)};
   }
 
   static std::string format(const replica_groups& groups) {
@@ -402,11 +449,11 @@ private:
 };
 
 // The process's collectives, with XLITE_COLLECTIVE_TIMEOUT.
-inline in_process_collectives& collectives() {
+inline device_collectives& collectives() {
   // Never destroyed: device workers still running a step's collectives at exit finish them
   // while the process's statics are destroyed, and this is made after the workers, so it
   // would be destroyed first.
-  static auto* const instance = new in_process_collectives;
+  static auto* const instance = new device_collectives;
   return *instance;
 }
 

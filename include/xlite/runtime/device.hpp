@@ -109,10 +109,6 @@ inline std::int64_t device_count() {
 }
 
 namespace runtime {
-// The devices of all processes, as torch_xla.runtime.global_runtime_device_count(): a mesh
-// is laid over them. One process has them all until collectives run over MPI.
-inline std::int64_t global_runtime_device_count() { return device_count(); }
-
 namespace detail {
 inline std::atomic<bool>& spmd_flag() {
   static std::atomic<bool> on{env_integer("XLITE_USE_SPMD", 0, 1).value_or(0) == 1};

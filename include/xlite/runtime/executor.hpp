@@ -147,10 +147,10 @@ inline std::atomic<std::int64_t>& collective_bytes_counter(const xlite::device& 
 // collective_bytes_counter(on).
 inline buffer_ptr run_collective(const ir::instruction& root, const buffer_ptr& x, const xlite::device& on) {
   const std::span<const std::int64_t> ints = root.attrs.ints;
-  const std::int64_t me = on.ordinal();
+  const std::int64_t me = global_device(on);
   if (root.code == op::local_shard) return take_shard(*x, ir::sharding::from_ints(ints), me);
   const std::string site = ir::collective_site_name(root.attrs.value.integer);
-  in_process_collectives& c = collectives();
+  device_collectives& c = collectives();
   const auto reduction = static_cast<ir::reduce_type>(ints.empty() ? 0 : ints[0]); // all_reduce's, reduce_scatter's
   buffer_ptr result;
   switch (root.code) {

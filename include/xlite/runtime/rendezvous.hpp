@@ -12,17 +12,26 @@
 // meeting one of (4, 3) on device 1) all fail with an error that lists each description.
 // A failed meeting leaves its group out of step, so, as with NCCL, a failure is final: every
 // meeting in progress and every later one fails with the first error until reset().
+//
+// Across processes (runtime/processes.hpp) a group's members are global device numbers;
+// each process's members meet here, and the last of them to come exchanges their
+// contributions with the other processes. Descriptions cross too, so members that disagree
+// fail alike in every process; a process that does not come is a timeout naming it, and
+// one that fails makes every exchange fail with its error, for the rest of the run.
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +40,7 @@
 #include "xlite/core/env.hpp"
 #include "xlite/core/error.hpp"
 #include "xlite/ir/collective.hpp"
+#include "xlite/runtime/processes.hpp"
 
 namespace xlite::runtime {
 
@@ -73,15 +83,81 @@ inline std::vector<std::int64_t> group_of(std::int64_t device, const replica_gro
   return *mine;
 }
 
+namespace detail {
+
+// An exchange's header is a list of fields, each its length in decimal, a colon, and its bytes.
+inline void append_field(std::string& header, std::string_view field) {
+  header += std::to_string(field.size());
+  header += ':';
+  header += field;
+}
+
+inline std::size_t parse_count(std::string_view text) {
+  std::size_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw collective_error(
+        xlite::detail::message("an exchange between processes carried \"", text, "\" where a count belongs"));
+  }
+  return value;
+}
+
+inline std::vector<std::string_view> split_fields(std::string_view header) {
+  std::vector<std::string_view> fields;
+  while (!header.empty()) {
+    const std::size_t colon = header.find(':');
+    const std::size_t length =
+        colon == std::string_view::npos ? header.size() + 1 : parse_count(header.substr(0, colon));
+    if (colon == std::string_view::npos || length > header.size() - colon - 1) {
+      throw collective_error("an exchange between processes carried a malformed header");
+    }
+    fields.push_back(header.substr(colon + 1, length));
+    header.remove_prefix(colon + 1 + length);
+  }
+  return fields;
+}
+
+} // namespace detail
+
+// How a contribution crosses between processes: wire<C>::meta(c) describes it in the
+// exchange's header, body(c) is its bytes, and make(slot, meta) makes a contribution in
+// `slot` from a meta and returns where its bytes go.
+template <class Contribution>
+struct wire;
+
+template <>
+struct wire<std::string> {
+  static std::string meta(const std::string& s) { return std::to_string(s.size()); }
+  static std::span<const std::byte> body(const std::string& s) { return std::as_bytes(std::span(s)); }
+  static std::span<std::byte> make(std::string& slot, std::string_view meta) {
+    slot.assign(detail::parse_count(meta), '\0');
+    return std::as_writable_bytes(std::span(slot));
+  }
+};
+
 // One meeting: what each member brought, in the order of `members`, once all have come.
+// Members are global device numbers. Those of other processes come through the process
+// group: when this process's members have all come, the last of them exchanges their
+// contributions (and descriptions) with the other processes of the group, so that every
+// process has every member's.
 template <class Contribution>
 class meeting {
 public:
-  explicit meeting(std::vector<std::int64_t> members)
-      : members_(std::move(members)), contributions_(members_.size()), descriptions_(members_.size()),
-        arrived_(members_.size(), false) {}
+  // `members` sorted; `key` names the meeting alike in every process.
+  meeting(std::vector<std::int64_t> members, std::string key)
+      : members_(std::move(members)), key_(std::move(key)), group_(processes()), contributions_(members_.size()),
+        descriptions_(members_.size()), arrived_(members_.size(), false) {
+    for (const std::int64_t id : members_) local_.push_back(!group_ || process_of(id) == group_->rank());
+    local_count_ = static_cast<std::size_t>(std::ranges::count(local_, true));
+  }
 
   const std::vector<Contribution>& contributions() const noexcept { return contributions_; }
+  // How many members are this process's, and how many of them come before `position`.
+  std::size_t local_count() const noexcept { return local_count_; }
+  std::size_t local_index(std::size_t position) const {
+    return static_cast<std::size_t>(
+        std::count(local_.begin(), local_.begin() + static_cast<std::ptrdiff_t>(position), true));
+  }
 
   // An object the members share, made by the first to ask (with make()).
   template <class T, class Make>
@@ -99,11 +175,15 @@ public:
     contributions_[position] = std::move(contribution);
     descriptions_[position] = std::move(description);
     arrived_[position] = true;
-    if (++count_ == members_.size() && !error_) {
-      check_descriptions(what);
+    if (++count_ == local_count_ && !error_) {
+      if (local_count_ < members_.size()) exchange_with_processes(lock, what, deadline);
+      if (!error_) {
+        check_descriptions(what);
+        complete_ = true;
+      }
       changed_.notify_all();
     }
-    if (!changed_.wait_until(lock, deadline, [&] { return count_ == members_.size() || error_; })) {
+    if (!changed_.wait_until(lock, deadline, [&] { return complete_ || error_; })) {
       fail(timeout_message(what), true);
     }
     if (error_) std::rethrow_exception(error_);
@@ -112,15 +192,16 @@ public:
   // Fails every member, waiting or still to come (a replica has died).
   void abort(const std::string& why) {
     std::scoped_lock lock(mutex_);
-    fail(why, count_ < members_.size()); // members that all came may still be reading
+    fail(why, !complete_); // members that all came may still be reading
   }
 
-  // The second meeting point of a collective: returns once every member has called it, so
-  // that no member's input is read, nor shared object written, after its owner has left.
+  // The second meeting point of a collective: returns once every member of this process
+  // has called it, so that no member's input is read, nor shared object written, after its
+  // owner has left. (Other processes read copies.)
   void wait_all_done(std::string_view what, std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(mutex_);
-    if (++done_ == members_.size()) changed_.notify_all();
-    if (!changed_.wait_until(lock, deadline, [&] { return done_ == members_.size() || error_; })) {
+    if (++done_ == local_count_) changed_.notify_all();
+    if (!changed_.wait_until(lock, deadline, [&] { return done_ == local_count_ || error_; })) {
       fail(xlite::detail::message(what, ": timed out waiting for the members of group ", format(members_),
                                   " to finish their parts"),
            false);
@@ -133,6 +214,73 @@ private:
     std::string text = "[";
     for (std::size_t k = 0; k < ids.size(); ++k) text += (k ? ", " : "") + std::to_string(ids[k]);
     return text + "]";
+  }
+
+  // Sends this process's contributions to the group's other processes and takes theirs,
+  // with the lock released meanwhile: the local members wait, and abort() may come.
+  void exchange_with_processes(std::unique_lock<std::mutex>& lock, std::string_view what,
+                               std::chrono::steady_clock::time_point deadline) {
+    auto mine = std::make_shared<std::vector<Contribution>>(); // what the bodies point into
+    mine->reserve(local_count_);
+    parcel outgoing;
+    for (std::size_t k = 0; k < members_.size(); ++k) {
+      if (!local_[k]) continue;
+      mine->push_back(contributions_[k]);
+      detail::append_field(outgoing.header, std::to_string(k));
+      detail::append_field(outgoing.header, descriptions_[k]);
+      detail::append_field(outgoing.header, wire<Contribution>::meta(mine->back()));
+      outgoing.bodies.push_back(wire<Contribution>::body(mine->back()));
+    }
+    outgoing.keep_alive = mine;
+    std::vector<std::int64_t> peers;
+    for (const std::int64_t id : members_) peers.push_back(process_of(id));
+    peers.erase(std::unique(peers.begin(), peers.end()), peers.end()); // members are sorted, and so their processes
+    std::vector<Contribution> received(members_.size());
+    std::vector<std::string> described(members_.size());
+    std::vector<bool> arrived_from(members_.size(), false);
+    lock.unlock();
+    std::exception_ptr failed;
+    try {
+      group_->exchange(
+          peers, key_, outgoing,
+          [&](std::int64_t peer, const std::string& header) {
+            const std::vector<std::string_view> fields = detail::split_fields(header);
+            if (fields.size() % 3 != 0)
+              throw collective_error(xlite::detail::message("process ", peer, " sent a malformed header"));
+            std::vector<std::span<std::byte>> places;
+            for (std::size_t f = 0; f < fields.size(); f += 3) {
+              const std::size_t k = detail::parse_count(fields[f]);
+              if (k >= members_.size() || process_of(members_[k]) != peer || arrived_from[k]) {
+                throw collective_error(xlite::detail::message("process ", peer, " sent a contribution for position ", k,
+                                                              " of group ", format(members_),
+                                                              ", which is not its own"));
+              }
+              arrived_from[k] = true;
+              described[k] = std::string(fields[f + 1]);
+              places.push_back(wire<Contribution>::make(received[k], fields[f + 2]));
+            }
+            return places;
+          },
+          deadline);
+    } catch (const error&) {
+      failed = std::current_exception();
+    }
+    lock.lock();
+    if (failed) {
+      try {
+        std::rethrow_exception(failed);
+      } catch (const error& e) {
+        fail(xlite::detail::message(what, ": ", e.what()), true);
+      }
+      return;
+    }
+    if (error_) return;
+    for (std::size_t k = 0; k < members_.size(); ++k) {
+      if (local_[k]) continue;
+      contributions_[k] = std::move(received[k]);
+      descriptions_[k] = std::move(described[k]);
+      arrived_[k] = true;
+    }
   }
 
   void check_descriptions(std::string_view what) {
@@ -163,10 +311,15 @@ private:
   }
 
   std::vector<std::int64_t> members_;
+  std::string key_;
+  std::shared_ptr<process_group> group_;
+  std::vector<bool> local_;
+  std::size_t local_count_ = 0;
   std::vector<Contribution> contributions_;
   std::vector<std::string> descriptions_;
   std::vector<bool> arrived_;
-  std::size_t count_ = 0;
+  std::size_t count_ = 0; // local members that came
+  bool complete_ = false; // every member's contribution is here, and they agree
   std::size_t done_ = 0;
   std::exception_ptr error_;
   std::shared_ptr<void> shared_;
@@ -178,7 +331,9 @@ private:
 template <class Contribution>
 class meeting_place {
 public:
-  explicit meeting_place(std::chrono::milliseconds timeout) : timeout_(timeout.count()) {}
+  // `name` tells this place's meetings from another place's in the exchanges between processes.
+  meeting_place(std::string name, std::chrono::milliseconds timeout)
+      : name_(std::move(name)), timeout_(timeout.count()) {}
 
   std::chrono::milliseconds timeout() const noexcept { return std::chrono::milliseconds(timeout_.load()); }
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_.store(timeout.count()); }
@@ -203,12 +358,13 @@ public:
       const std::uint64_t sequence = sequences_[{device, group_key}]++;
       auto& entry = meetings_[{group_key, sequence}];
       if (!entry.m) {
-        entry.m = std::make_shared<meeting<Contribution>>(sorted);
+        entry.m = std::make_shared<meeting<Contribution>>(
+            sorted, xlite::detail::message(name_, " [", group_key, "] #", sequence));
         std::erase_if(open_, [](const auto& w) { return w.expired(); });
         open_.push_back(entry.m);
       }
       m = entry.m;
-      if (++entry.joined == sorted.size()) meetings_.erase({group_key, sequence}); // everyone holds it now
+      if (++entry.joined == m->local_count()) meetings_.erase({group_key, sequence}); // every local member holds it now
     }
     try {
       m->attend(position, std::move(contribution), std::move(description), what, deadline);
@@ -260,6 +416,7 @@ private:
     std::size_t joined = 0;
   };
 
+  std::string name_;
   std::atomic<std::chrono::milliseconds::rep> timeout_;
   mutable std::mutex mutex_;
   std::map<std::pair<std::int64_t, std::string>, std::uint64_t> sequences_;

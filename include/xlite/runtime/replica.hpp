@@ -5,6 +5,10 @@
 // its own steps (mark_step in a replica cuts only its device's trace) and exchanges values
 // with the others through the collectives (lazy/collectives.hpp), which its device runs.
 // The ordinals below are the seed's runtime API, answered for the calling thread.
+//
+// Across processes (runtime/processes.hpp) every process spawns one replica per device,
+// and replica k of process p is global replica p * L + k, on global device p * L + k.
+// Outside a spawn, each process is one replica, on its cpu:0.
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +23,7 @@
 #include "xlite/core/error.hpp"
 #include "xlite/runtime/collectives.hpp"
 #include "xlite/runtime/device.hpp"
+#include "xlite/runtime/processes.hpp"
 #include "xlite/runtime/worker.hpp"
 
 namespace xlite::runtime {
@@ -36,12 +41,14 @@ inline std::atomic<std::int64_t>& replica_count() {
 }
 } // namespace detail
 
-// This replica's ordinal among all replicas (0 outside spawn), as xr.global_ordinal().
-inline std::int64_t global_ordinal() { return std::max<std::int64_t>(detail::replica_ordinal(), 0); }
-// Its ordinal among the replicas of this process: the same, with one process.
-inline std::int64_t local_ordinal() { return global_ordinal(); }
-// How many replicas take part (1 outside spawn), as xr.world_size().
-inline std::int64_t world_size() { return std::max<std::int64_t>(detail::replica_count().load(), 1); }
+// How many replicas each process runs: the spawn's count, or 1 outside a spawn.
+inline std::int64_t replicas_per_process() { return std::max<std::int64_t>(detail::replica_count().load(), 1); }
+// This replica's ordinal among the replicas of this process (0 outside spawn).
+inline std::int64_t local_ordinal() { return std::max<std::int64_t>(detail::replica_ordinal(), 0); }
+// Its ordinal among all replicas of all processes, as xr.global_ordinal().
+inline std::int64_t global_ordinal() { return process_index() * replicas_per_process() + local_ordinal(); }
+// How many replicas take part, as xr.world_size().
+inline std::int64_t world_size() { return replicas_per_process() * process_count(); }
 inline bool is_master_ordinal() { return global_ordinal() == 0; }
 
 } // namespace xlite::runtime
@@ -61,6 +68,13 @@ struct replica_threads {
   }
 };
 
+// "replica 3", and in a run of several processes "replica 3 (process 1)": k is the local ordinal.
+inline std::string replica_name(std::int64_t k) {
+  const std::int64_t global = runtime::process_index() * runtime::replicas_per_process() + k;
+  if (runtime::process_count() == 1) return xlite::detail::message("replica ", global);
+  return xlite::detail::message("replica ", global, " (process ", runtime::process_index(), ")");
+}
+
 } // namespace detail
 
 // Runs fn(k) for k in [0, n) on n threads, replica k on device cpu:k; n = 0 means one per
@@ -76,6 +90,11 @@ void spawn(F&& fn, std::int64_t n = 0) {
   if (n < 1 || n > devices) {
     throw value_error(xlite::detail::message("spawn: ", n, " replicas need as many devices; there are ", devices,
                                              " (XLITE_NUM_DEVICES sets how many)"));
+  }
+  if (n != devices && runtime::process_count() > 1) {
+    throw value_error(xlite::detail::message("spawn: across ", runtime::process_count(),
+                                             " processes each runs one replica per device, ", devices, ", not ", n,
+                                             " (pass 0, or set XLITE_NUM_DEVICES)"));
   }
   std::int64_t none = 0;
   if (runtime::detail::replica_ordinal() >= 0 || !runtime::detail::replica_count().compare_exchange_strong(none, n)) {
@@ -102,7 +121,7 @@ void spawn(F&& fn, std::int64_t n = 0) {
               first_error = std::current_exception();
             }
           }
-          runtime::collectives().abort(xlite::detail::message("replica ", k, " failed: ", what));
+          runtime::collectives().abort(xlite::detail::message(detail::replica_name(k), " failed: ", what));
         }
       });
     }
@@ -116,7 +135,8 @@ void spawn(F&& fn, std::int64_t n = 0) {
     runtime::collectives().reset();
   }
   if (first_error) {
-    const std::string who = first_failed ? xlite::detail::message("replica ", *first_failed, " of ", n, " failed")
+    const std::string who = first_failed ? xlite::detail::message(detail::replica_name(*first_failed), " of ",
+                                                                  runtime::world_size(), " failed")
                                          : std::string("a collective failed in a step no replica read");
     try {
       std::rethrow_exception(first_error);

@@ -16,6 +16,7 @@
 #include "xlite/core/error.hpp"
 #include "xlite/ir/device_array.hpp"
 #include "xlite/runtime/device.hpp"
+#include "xlite/runtime/processes.hpp"
 
 namespace xlite::spmd {
 
