@@ -3,6 +3,9 @@
 // while the next step is traced. Optionally in mixed precision: bf16 matmuls with fp32
 // sums (--bf16). With --devices N, data parallel over N devices in SPMD mode: each batch is
 // split over a 'data' mesh axis, and the partitioner sums the gradients across devices.
+// Built with MPI (as train_fashion_mnist_mpi), the same across processes: under
+// `mpirun -np P train_fashion_mnist_mpi --devices N` the mesh spans the P x N devices of
+// all processes, each process runs its own devices' shards, and process 0 prints.
 // With --device tpu, on a modelled TPU core (docs/tpu.md): a 128x128 weight-stationary
 // systolic array with TPU v1's memory, whose numerics the matmuls take (bf16 products, fp32
 // sums) and which prices every step; the program prints the step's cycles, MXU utilization
@@ -45,6 +48,9 @@
 #include <xlite/lazy/tpu_cost.hpp>
 #include <xlite/optim.hpp>
 #include <xlite/tpu.hpp>
+#if defined(XLITE_HAS_MPI)
+#include <xlite/runtime/mpi.hpp>
+#endif
 
 #include "fashion_mnist_models.hpp"
 
@@ -60,7 +66,7 @@ struct options {
   double lr = 0; // 0: the model's default
   bool bf16 = false;
   std::string device = "cpu";
-  std::int64_t devices = 1;
+  std::int64_t devices = 0; // 0: XLITE_NUM_DEVICES, or 1
   std::uint64_t seed = 1;
   std::int64_t steps = 0; // 0: no limit
   std::string data{xlite::data::fashion_mnist_directory};
@@ -130,7 +136,6 @@ options parse(int argc, char** argv) {
       usage("unknown option '" + std::string(arg) + "'");
     }
   }
-  if (o.device == "tpu" && o.devices > 1) usage("--device tpu runs on one device; --devices is for cpu devices");
   if (o.epochs == 0) o.epochs = o.model == "mlp" ? 10 : 5;
   if (o.lr == 0) o.lr = o.model == "mlp" ? 1e-3 : 2e-3;
   return o;
@@ -215,25 +220,27 @@ lazy::tensor correct_count(const lazy::tensor& logits, const lazy::tensor& label
   return lazy::sum(lazy::cast<std::int64_t>(lazy::argmax(logits, 1) == labels));
 }
 
-} // namespace
-
-int main(int argc, char** argv) try {
-  const options opt = parse(argc, argv);
+// Trains and evaluates as `opt` says; returns 1 when --expect-accuracy's expectations fail.
+int train(const options& opt) {
+  if (xlite::runtime::process_index() != 0 && !std::freopen("/dev/null", "w", stdout)) { // process 0 speaks
+    throw xlite::io_error("cannot send this process's output to /dev/null");
+  }
   if (opt.bf16) xlite::amp::set_policy({xlite::amp::mode::autocast}); // bf16 products, fp32 sums
-  // Data parallel: the batch's rows over a 'data' axis of all devices; the parameters and
-  // the optimizer's state are replicated.
+  // Data parallel: the batch's rows over a 'data' axis of all devices (of all processes);
+  // the parameters and the optimizer's state are replicated.
+  const std::int64_t devices = xlite::runtime::global_runtime_device_count();
   std::optional<xlite::spmd::mesh> mesh;
   const auto shard_batch = [&](const auto& batch) {
     if (!mesh) return;
     xlite::spmd::mark_sharding(batch.features, *mesh, {"data"});
     xlite::spmd::mark_sharding(batch.labels, *mesh, {"data"});
   };
-  if (opt.devices > 1) {
-    xlite::runtime::set_num_devices(opt.devices);
+  if (devices > 1) {
+    if (opt.device == "tpu") throw xlite::config_error("--device tpu runs on one device, in one process");
     xlite::runtime::use_spmd();
-    std::vector<std::int64_t> ids(static_cast<std::size_t>(opt.devices));
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(devices));
     std::iota(ids.begin(), ids.end(), 0);
-    mesh = xlite::spmd::mesh(ids, {opt.devices}, {"data"});
+    mesh = xlite::spmd::mesh(ids, {devices}, {"data"});
   }
   if (opt.device == "tpu") xlite::tpu::configure<tpu_array>(tpu_memory);
   const xlite::device device(opt.device); // with --devices N: SPMD's virtual device, cpu:0
@@ -268,7 +275,10 @@ int main(int argc, char** argv) try {
 
   std::printf("Fashion-MNIST, %s, batch %lld, Adam %.0e with a cosine schedule, %s", opt.model.c_str(),
               static_cast<long long>(opt.batch_size), opt.lr, opt.bf16 ? "bf16 matmuls (fp32 sums)" : "fp32");
-  if (mesh) std::printf(", data parallel over %lld devices", static_cast<long long>(opt.devices));
+  if (mesh) std::printf(", data parallel over %lld devices", static_cast<long long>(devices));
+  if (xlite::runtime::process_count() > 1) {
+    std::printf(" of %lld processes", static_cast<long long>(xlite::runtime::process_count()));
+  }
   if (opt.device == "tpu") std::printf(", on tpu:0 (a 128x128 systolic array, bf16 products, fp32 sums)");
   std::printf("\n");
   const auto started = std::chrono::steady_clock::now();
@@ -352,6 +362,20 @@ int main(int argc, char** argv) try {
     return ok ? 0 : 1;
   }
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) try {
+  const options opt = parse(argc, argv);
+  if (opt.devices > 0) xlite::runtime::set_num_devices(opt.devices); // before the processes compare device counts
+#if defined(XLITE_HAS_MPI)
+  return xlite::mpi::run(argc, argv, [&] {
+    if (train(opt) != 0) throw xlite::error("train_fashion_mnist: the expectations were not met");
+  });
+#else
+  return train(opt);
+#endif
 } catch (const std::exception& e) {
   std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
   return 1;

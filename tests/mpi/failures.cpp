@@ -5,6 +5,7 @@
 //   replica   a replica of process 1 throws while the other replicas all_reduce
 //   mismatch  the processes all_reduce tensors of different shapes
 //   timeout   process 1 never comes to the all_reduce (XLITE_COLLECTIVE_TIMEOUT=2)
+//   every     every process throws at once
 
 #include <xlite/lazy.hpp>
 #include <xlite/runtime/mpi.hpp>
@@ -47,8 +48,10 @@ int main(int argc, char* argv[]) {
       sum_over_processes(me == 1 ? 3 : 2);
     } else if (which == "timeout") {
       if (me != 1) sum_over_processes(2);
+    } else if (which == "every") {
+      throw std::runtime_error("everyone fails");
     } else {
-      throw std::invalid_argument("failures: unknown case; the cases are throw, replica, mismatch, timeout");
+      throw std::invalid_argument("failures: unknown case; the cases are throw, replica, mismatch, timeout, every");
     }
   });
 }

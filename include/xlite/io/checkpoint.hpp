@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -48,6 +50,7 @@
 #include "xlite/io/safetensors.hpp"
 #include "xlite/lazy/sharding.hpp"
 #include "xlite/runtime/block_copy.hpp"
+#include "xlite/runtime/collectives.hpp"
 #include "xlite/runtime/device.hpp"
 #include "xlite/runtime/processes.hpp"
 #include "xlite/spmd/mesh.hpp"
@@ -362,6 +365,34 @@ void remove_tile_files(const std::filesystem::path& dir, Keep&& keep) {
   });
 }
 
+// Every process's `payload`, in process order, on every process (each process's device 0
+// meets the others'): one part of a save across processes. With one process, `payload`.
+inline std::vector<std::string> agree(std::string_view tag, std::string payload) {
+  if (runtime::process_count() == 1) return {std::move(payload)};
+  std::vector<std::int64_t> first_devices;
+  for (std::int64_t p = 0; p < runtime::process_count(); ++p) first_devices.push_back(p * device_count());
+  return runtime::collectives().rendezvous(runtime::global_device(xlite::device("cpu:0")), tag, std::move(payload),
+                                           first_devices);
+}
+
+// After every process did its part of a save: throws, in every process, if one failed:
+// this process's own exception `mine`, or an io_error naming the first process that failed.
+inline void check_all_did(std::string_view what, const std::exception_ptr& mine) {
+  std::string text;
+  if (mine) {
+    try {
+      std::rethrow_exception(mine);
+    } catch (...) {
+      text = xlite::detail::current_exception_message();
+    }
+  }
+  const std::vector<std::string> outcomes = agree(what, text);
+  if (mine) std::rethrow_exception(mine);
+  for (std::size_t p = 0; p < outcomes.size(); ++p) {
+    if (!outcomes[p].empty()) throw io_error(xlite::detail::message(what, ": process ", p, " failed: ", outcomes[p]));
+  }
+}
+
 // 16 hex digits that no file in `dir` starts with. From std::random_device at each call,
 // so a forked process does not repeat its parent's ids.
 inline std::string fresh_save_id(const std::filesystem::path& dir) {
@@ -384,7 +415,10 @@ inline std::string fresh_save_id(const std::filesystem::path& dir) {
 // Saves `tensors` (name and tensor pairs, as for save()) as a sharded checkpoint in the
 // directory `dir`, made if missing: each device writes its tiles of the sharded lazy
 // tensors, device 0 also the tensors that are not tiled. Replaces the checkpoint there
-// atomically.
+// atomically. In a run of several processes (runtime/processes.hpp) every process calls it
+// alike, each writes its own devices' files into `dir` (one file system, or a shared one),
+// and the first process writes the index once every process has written: a failure in any
+// process fails the save in every process, and the previous checkpoint stands.
 template <named_tensor_range Named>
 void save_sharded(const std::filesystem::path& dir, const Named& tensors, const tensor_metadata& metadata = {},
                   source_location where = source_location::current()) {
@@ -402,7 +436,9 @@ void save_sharded(const std::filesystem::path& dir, const Named& tensors, const 
   io::detail::checkpoint_index index;
   index.devices = devices;
   index.metadata = metadata;
-  std::vector<io::detail::named_tensors> per_device(static_cast<std::size_t>(devices));
+  std::vector<io::detail::named_tensors> per_device(static_cast<std::size_t>(devices)); // this process's
+  const bool first_process = runtime::process_index() == 0;                             // has device 0
+  std::deque<any_tensor> put_together;
   for (const auto& [name, t] : entries) {
     io::detail::checkpoint_tensor& stored = index.tensors[name];
     stored = {t.type(), t.shape(), "{replicated}", {}};
@@ -413,7 +449,16 @@ void save_sharded(const std::filesystem::path& dir, const Named& tensors, const 
     }
     if (!shards || shards->sharding().is_partial() || shards->sharding().is_replicated()) {
       stored.tiles.push_back({0, std::vector<std::int64_t>(t.shape().rank(), 0), t.shape()});
-      per_device[0].emplace_back(name, t);
+      if (shards && runtime::process_count() > 1) {
+        // Putting it together is a step of every process, whose tiles it takes; device 0's keeps it.
+        any_tensor whole(t.type(), t.shape());
+        lazy::detail::transfer_to_host(*t.lazy(), {"save_sharded", where}, [&](const runtime::buffer& value) {
+          std::copy_n(value.data(), value.byte_size(), whole.bytes().data());
+        });
+        if (first_process) per_device[0].emplace_back(name, saved_tensor(put_together.emplace_back(std::move(whole))));
+      } else if (first_process) {
+        per_device[0].emplace_back(name, t);
+      }
       continue;
     }
     const ir::sharding& sharding = shards->sharding();
@@ -428,6 +473,7 @@ void save_sharded(const std::filesystem::path& dir, const Named& tensors, const 
       }
       const xlite::shape tile_shape(extent);
       stored.tiles.push_back({static_cast<std::size_t>(d), begin, tile_shape});
+      if (!shards->shard(d)) continue; // another process's device, which that process writes
       per_device[static_cast<std::size_t>(d)].emplace_back(
           name, saved_tensor(t.type(), tile_shape, [shards, d, tile_shape, type = t.type()] {
             const runtime::buffer& shard = *shards->shard(d)->wait();
@@ -441,22 +487,42 @@ void save_sharded(const std::filesystem::path& dir, const Named& tensors, const 
           }));
     }
   }
-  const std::string id = io::detail::fresh_save_id(dir);
+  // Across processes each writes its devices' files, and the first the index once all have.
+  const std::string id = io::detail::agree("save_sharded id", first_process ? io::detail::fresh_save_id(dir) : "")[0];
   const auto is_this_save = [&](std::string_view stem) { return stem.starts_with(id); };
+  const auto take_this_save_away = [&] { // the previous checkpoint stands
+    if (first_process) io::detail::remove_tile_files(dir, [&](std::string_view stem) { return !is_this_save(stem); });
+  };
+  std::exception_ptr mine;
   try {
     for (std::int64_t d = 0; d < devices; ++d) {
       index.files.push_back(id + ".device-" + std::to_string(d) + "-of-" + std::to_string(devices) + ".safetensors");
+      if (runtime::process_of(d) != runtime::process_index()) continue;
       io::detail::save_entries(dir / index.files.back(), std::move(per_device[static_cast<std::size_t>(d)]), {}, where);
     }
-    atomic_file file(dir / "index.json", "save_sharded");
-    file.write(io::detail::index_json(index));
-    file.commit();
-  } catch (...) { // the previous checkpoint stands: take this save's files away
-    io::detail::remove_tile_files(dir, [&](std::string_view stem) { return !is_this_save(stem); });
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  try {
+    io::detail::check_all_did("save_sharded", mine); // every process wrote its files
+    if (first_process) {
+      try {
+        atomic_file file(dir / "index.json", "save_sharded");
+        file.write(io::detail::index_json(index));
+        file.commit();
+      } catch (...) {
+        mine = std::current_exception();
+      }
+    }
+    io::detail::check_all_did("save_sharded", mine); // the index is in place
+  } catch (...) {
+    take_this_save_away();
     throw;
   }
-  // The new index is in place: the previous saves' files, and what killed saves left, go.
-  io::detail::remove_tile_files(dir, is_this_save);
+  // The new index is in place: the previous saves' files, and what killed saves left, go,
+  // before any process returns.
+  if (first_process) io::detail::remove_tile_files(dir, is_this_save);
+  io::detail::agree("save_sharded done", {});
 }
 
 inline void save_sharded(const std::filesystem::path& dir,

@@ -32,11 +32,6 @@ inline void require_spmd(std::string_view what) {
     throw value_error(xlite::detail::message(what, ": SPMD mode is off; call xlite::runtime::use_spmd() (or set "
                                                    "XLITE_USE_SPMD=1) before making tensors"));
   }
-  if (runtime::process_count() > 1) {
-    throw config_error(xlite::detail::message(what, ": SPMD mode partitions over the devices of one process, and ",
-                                              "this run has ", runtime::process_count(),
-                                              " processes; across processes use replicas (xlite::spawn)"));
-  }
 }
 
 inline void require_outside_body(std::string_view what) {

@@ -126,9 +126,10 @@ inline spmd_step partition_step(std::span<const ir::node_ptr> outputs, std::int6
 
 // SPMD mode: partitions the graph of `states` into the program every device runs on its
 // shards (spmd/partitioner.hpp), compiles it once, and runs it on every device's worker.
-// Each tensor gets its shards, laid out as the partitioner left them.
+// Each tensor gets its shards, laid out as the partitioner left them. Across processes each
+// process partitions the same graph over all devices and runs its own devices.
 inline void launch_spmd(const std::vector<std::shared_ptr<tensor_state>>& states, const debug::step_cause& cause) {
-  const std::int64_t devices = device_count();
+  const std::int64_t devices = runtime::global_runtime_device_count();
   // A failed step aborted the collectives, so that its peers stopped waiting for it; once
   // every device is done with that step, the next one's collectives start afresh.
   if (runtime::collectives().failure()) {
@@ -141,13 +142,6 @@ inline void launch_spmd(const std::vector<std::shared_ptr<tensor_state>>& states
   std::vector<std::shared_ptr<const ir::parameter_source>> parameters;
   compile::executable_ptr exe;
   try {
-    if (runtime::process_count() > 1) {
-      throw config_error(xlite::detail::message("mark_step: SPMD mode partitions over the devices of one process, and "
-                                                "this run has ",
-                                                runtime::process_count(),
-                                                " processes; across "
-                                                "processes use replicas (xlite::spawn) and the collectives"));
-    }
     if (states.front()->device.kind() != device_kind::cpu) {
       throw config_error(xlite::detail::message("mark_step: SPMD mode runs on the cpu devices; ",
                                                 states.front()->device, "'s tensors cannot be partitioned"));
@@ -175,10 +169,10 @@ inline void launch_spmd(const std::vector<std::shared_ptr<tensor_state>>& states
     states[k]->data_node = nullptr;
     states[k]->pending = nullptr;
   }
-  for (std::int64_t d = 0; d < devices; ++d) {
-    const xlite::device on("cpu:" + std::to_string(d));
+  for (std::int64_t k = 0; k < device_count(); ++k) { // this process's devices; the others run theirs
+    const xlite::device on("cpu:" + std::to_string(k));
     runtime::device_worker(on).submit([exe, parameters, results, on]() noexcept {
-      const std::int64_t d = on.ordinal();
+      const std::int64_t d = runtime::global_device(on);
       try {
         std::vector<runtime::buffer_ptr> inputs;
         for (const auto& p : parameters) {

@@ -19,10 +19,13 @@
 // elements, and every member copies the whole result.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -186,6 +189,12 @@ public:
                         "all_reduce");
     check_reduction(x->type(), r, scale, "all_reduce");
     const std::int64_t n = x->shape().numel();
+    if (c.m->local_count() == 1) { // the only member in this process: no one to share the work with
+      buffer_ptr result = make_buffer(x->type(), x->shape());
+      detail::reduce_rows(c.inputs(), 0, *result, 0, n, r, scale);
+      buffers_.wait_all_done(*c.m, "all_reduce");
+      return result;
+    }
     const auto parts = static_cast<std::int64_t>(c.m->local_count());
     const auto part = static_cast<std::int64_t>(c.m->local_index(c.sorted_position));
     // The members' shared scratch counts against no device: a device's memory is its result,
@@ -455,6 +464,54 @@ inline device_collectives& collectives() {
   // would be destroyed first.
   static auto* const instance = new device_collectives;
   return *instance;
+}
+
+} // namespace xlite::runtime
+
+namespace xlite::runtime {
+
+// The buffers of every process's devices, on every process: each brings `mine` (global
+// device number and buffer) and gets everyone's, by device. Every process calls it at the
+// same point of the program, from one thread (the host's, putting a sharded value together):
+// `what` names that point, and processes at different points fail with both named. With one
+// process it returns `mine`.
+inline std::map<std::int64_t, std::shared_ptr<const buffer>>
+gather_from_processes(std::string_view what, std::map<std::int64_t, std::shared_ptr<const buffer>> mine) {
+  const auto group = processes();
+  if (!group) return mine;
+  static std::atomic<std::uint64_t> calls{0};
+  const std::string key = xlite::detail::message(what, " #", calls.fetch_add(1));
+  auto kept = std::make_shared<std::map<std::int64_t, std::shared_ptr<const buffer>>>(std::move(mine));
+  parcel outgoing;
+  for (const auto& [device, b] : *kept) {
+    detail::append_field(outgoing.header, std::to_string(device));
+    detail::append_field(outgoing.header, wire<std::shared_ptr<const buffer>>::meta(b));
+    outgoing.bodies.push_back(wire<std::shared_ptr<const buffer>>::body(b));
+  }
+  outgoing.keep_alive = kept;
+  std::vector<std::int64_t> everyone(static_cast<std::size_t>(group->size()));
+  for (std::size_t p = 0; p < everyone.size(); ++p) everyone[p] = static_cast<std::int64_t>(p);
+  std::map<std::int64_t, std::shared_ptr<const buffer>> all = *kept;
+  group->exchange(
+      everyone, key, outgoing,
+      [&](std::int64_t peer, const std::string& header) {
+        const std::vector<std::string_view> fields = detail::split_fields(header);
+        if (fields.size() % 2 != 0) {
+          throw collective_error(xlite::detail::message(what, ": process ", peer, " sent a malformed header"));
+        }
+        std::vector<std::span<std::byte>> places;
+        for (std::size_t f = 0; f < fields.size(); f += 2) {
+          const auto device = static_cast<std::int64_t>(detail::parse_count(fields[f]));
+          if (process_of(device) != peer || all.contains(device)) {
+            throw collective_error(xlite::detail::message(what, ": process ", peer, " sent device ", device,
+                                                          "'s buffer, which is not its own"));
+          }
+          places.push_back(wire<std::shared_ptr<const buffer>>::make(all[device], fields[f + 1]));
+        }
+        return places;
+      },
+      std::chrono::steady_clock::now() + collective_timeout());
+  return all;
 }
 
 } // namespace xlite::runtime

@@ -35,9 +35,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
-#include <iostream>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,7 +73,11 @@ public:
   }
   processes(const processes&) = delete;
   processes& operator=(const processes&) = delete;
-  ~processes() override { MPI_Comm_free(&comm_); }
+  // After finish(): every process has come, and every failure message has been received.
+  ~processes() override {
+    MPI_Waitall(static_cast<int>(telling_.size()), telling_.data(), MPI_STATUSES_IGNORE);
+    MPI_Comm_free(&comm_);
+  }
 
   std::int64_t rank() const noexcept override { return rank_; }
   std::int64_t size() const noexcept override { return size_; }
@@ -111,41 +114,39 @@ public:
     if (failure_) return;
     failure_ = why;
     // Told once to every other process; MPI sends it while this process goes on.
-    const auto& message = told_.emplace_back(why);
+    told_ = why;
     for (int peer = 0; peer < size_; ++peer) {
       if (peer == rank_) continue;
-      MPI_Request request = MPI_REQUEST_NULL;
-      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_CHAR, peer, failure_tag, comm_, &request);
-      MPI_Request_free(&request);
+      MPI_Isend(told_.data(), static_cast<int>(told_.size()), MPI_CHAR, peer, failure_tag, comm_,
+                &telling_.emplace_back(MPI_REQUEST_NULL));
     }
   }
 
   std::optional<std::string> failure() override {
     std::scoped_lock lock(mutex_);
-    if (!failure_) {
-      int flag = 0;
-      MPI_Message message;
-      MPI_Status status;
-      MPI_Improbe(MPI_ANY_SOURCE, failure_tag, comm_, &flag, &message, &status);
-      if (flag) failure_ = receive_string(message, status);
-    }
+    if (!failure_) receive_failure();
     return failure_;
   }
 
-  // Waits for every process to come here, or for a failure, which is returned. No deadline:
-  // the others may compute for long yet, and a process that hangs in a collective times out
-  // there.
-  std::optional<std::string> barrier() {
+  // Waits for every process to come here, and returns the first failure of the run, if any.
+  // No deadline while all is well: the others may compute for long yet, and a process that
+  // hangs in a collective times out there. After a failure the others come soon (their
+  // collectives fail); if one has not within `grace`, the ending is `stuck`.
+  struct ending {
+    std::optional<std::string> failure;
+    bool stuck = false;
+  };
+  ending finish(std::chrono::milliseconds grace) {
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Ibarrier(comm_, &request);
+    std::optional<std::chrono::steady_clock::time_point> give_up;
     for (poller wait;; wait()) {
       int done = 0;
       MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      if (auto failed = failure()) {
-        if (!done) abandoned_.push_back(request); // it may still complete: leave it to MPI
-        return failed;
-      }
-      if (done) return std::nullopt;
+      const auto failed = receive_failures(); // every one: no message is left unreceived
+      if (done) return {failed, false};
+      if (failed && !give_up) give_up = std::chrono::steady_clock::now() + grace;
+      if (give_up && std::chrono::steady_clock::now() > *give_up) return {failed, true};
     }
   }
 
@@ -190,6 +191,26 @@ private:
       }
       offset += length;
     } while (offset < bytes.size());
+  }
+
+  // Receives a failure message, if one has come; the first becomes this process's failure.
+  // Called with the lock held.
+  bool receive_failure() {
+    int flag = 0;
+    MPI_Message message;
+    MPI_Status status;
+    MPI_Improbe(MPI_ANY_SOURCE, failure_tag, comm_, &flag, &message, &status);
+    if (!flag) return false;
+    std::string why = receive_string(message, status);
+    if (!failure_) failure_ = std::move(why);
+    return true;
+  }
+
+  std::optional<std::string> receive_failures() {
+    std::scoped_lock lock(mutex_);
+    while (receive_failure()) {
+    }
+    return failure_;
   }
 
   std::string receive_string(MPI_Message& message, MPI_Status& status) {
@@ -276,9 +297,9 @@ private:
   int tag_bound_ = 32767;
   std::mutex mutex_;
   std::optional<std::string> failure_;
-  std::list<std::string> told_;                   // failure messages being sent
+  std::string told_;                              // this process's failure, sent to the others
+  std::vector<MPI_Request> telling_;              // those sends
   std::vector<std::shared_ptr<const void>> kept_; // bodies of abandoned sends
-  std::vector<MPI_Request> abandoned_;
 };
 
 // Runs fn in every process of the MPI job as one run (see the top of this file) and returns
@@ -291,7 +312,10 @@ int run(int& argc, char**& argv, F&& fn) {
   int status = 0;
   std::shared_ptr<processes> group;
   auto report = [&](const std::string& why) {
-    std::cerr << "xlite: process " << (group ? group->rank() : -1) << ": " << why << std::endl;
+    // One write, so that the processes' lines do not interleave where mpirun gathers them.
+    const std::string line = xlite::detail::message("xlite: process ", group ? group->rank() : -1, ": ", why, "\n");
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
     status = 1;
   };
   try {
@@ -320,8 +344,11 @@ int run(int& argc, char**& argv, F&& fn) {
       runtime::collectives().abort(why); // here, so that a step waiting in a collective stops, and everywhere
       wait_device_ops();
     }
-    if (const auto failed = group->barrier(); failed && status == 0) {
-      report("stopped because " + *failed);
+    const auto end = group->finish(runtime::collective_timeout());
+    if (end.failure && status == 0) report("stopped because " + *end.failure);
+    if (end.stuck) {
+      report("the other processes did not finish after the failure; aborting the job");
+      MPI_Abort(MPI_COMM_WORLD, 1); // ends every process: a hang would be worse
     }
     runtime::install_process_group(nullptr);
     group.reset();

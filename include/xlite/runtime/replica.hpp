@@ -68,9 +68,10 @@ struct replica_threads {
   }
 };
 
-// "replica 3", and in a run of several processes "replica 3 (process 1)": k is the local ordinal.
-inline std::string replica_name(std::int64_t k) {
-  const std::int64_t global = runtime::process_index() * runtime::replicas_per_process() + k;
+// "replica 3", and in a run of several processes "replica 3 (process 1)": k is the local
+// ordinal among `per_process` replicas.
+inline std::string replica_name(std::int64_t k, std::int64_t per_process) {
+  const std::int64_t global = runtime::process_index() * per_process + k;
   if (runtime::process_count() == 1) return xlite::detail::message("replica ", global);
   return xlite::detail::message("replica ", global, " (process ", runtime::process_index(), ")");
 }
@@ -121,7 +122,7 @@ void spawn(F&& fn, std::int64_t n = 0) {
               first_error = std::current_exception();
             }
           }
-          runtime::collectives().abort(xlite::detail::message(detail::replica_name(k), " failed: ", what));
+          runtime::collectives().abort(xlite::detail::message(detail::replica_name(k, n), " failed: ", what));
         }
       });
     }
@@ -135,8 +136,8 @@ void spawn(F&& fn, std::int64_t n = 0) {
     runtime::collectives().reset();
   }
   if (first_error) {
-    const std::string who = first_failed ? xlite::detail::message(detail::replica_name(*first_failed), " of ",
-                                                                  runtime::world_size(), " failed")
+    const std::string who = first_failed ? xlite::detail::message(detail::replica_name(*first_failed, n), " of ",
+                                                                  n * runtime::process_count(), " failed")
                                          : std::string("a collective failed in a step no replica read");
     try {
       std::rethrow_exception(first_error);
