@@ -112,23 +112,32 @@ decltype(auto) visit_reduce_type(reduce_type r, F&& f) {
 }
 
 // target[0, length) = scale * (inputs[0][offset + i] op inputs[1][offset + i] op ...), in
-// group order.
+// group order. A block of elements at a time, one input after another, so that each pass
+// is a loop over contiguous memory the compiler vectorizes; each element still combines
+// its inputs in group order.
 inline void reduce_rows(std::span<const std::shared_ptr<const buffer>> inputs, std::int64_t source_offset,
                         buffer& target, std::int64_t target_offset, std::int64_t length, reduce_type r, double scale) {
   visit_dtype(target.type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     visit_reduce_type(r, [&](auto op) {
       using A = accumulator_t<T, decltype(op)::value>;
+      constexpr std::int64_t block = 1024;
+      A acc[block];
       T* out = target.as<T>() + target_offset;
-      for (std::int64_t i = 0; i < length; ++i) {
-        A acc = static_cast<A>(inputs[0]->as<T>()[source_offset + i]);
+      for (std::int64_t begin = 0; begin < length; begin += block) {
+        const std::int64_t n = std::min(block, length - begin);
+        const T* first = inputs[0]->as<T>() + source_offset + begin;
+        for (std::int64_t i = 0; i < n; ++i) acc[i] = static_cast<A>(first[i]);
         for (std::size_t k = 1; k < inputs.size(); ++k) {
-          acc = combine<decltype(op)::value>(acc, static_cast<A>(inputs[k]->as<T>()[source_offset + i]));
+          const T* in = inputs[k]->as<T>() + source_offset + begin;
+          for (std::int64_t i = 0; i < n; ++i) acc[i] = combine<decltype(op)::value>(acc[i], static_cast<A>(in[i]));
         }
         if constexpr (std::is_floating_point_v<A>) {
-          if (scale != 1.0) acc = static_cast<A>(acc * static_cast<A>(scale));
+          if (scale != 1.0) {
+            for (std::int64_t i = 0; i < n; ++i) acc[i] = static_cast<A>(acc[i] * static_cast<A>(scale));
+          }
         }
-        out[i] = static_cast<T>(acc);
+        for (std::int64_t i = 0; i < n; ++i) out[begin + i] = static_cast<T>(acc[i]);
       }
     });
   });
