@@ -141,6 +141,7 @@ inline lazy::tensor collective_permute(const lazy::tensor& x, const permute_pair
 // ordinal order, or in the order of `replicas` (xm.rendezvous).
 inline std::vector<std::string> rendezvous(std::string_view tag, std::string payload = {},
                                            const std::vector<std::int64_t>& replicas = {}) {
+  lazy::detail::in_replica("rendezvous"); // outside a spawn, a process of one device is the replica
   std::vector<std::int64_t> members = replicas;
   if (members.empty()) {
     for (std::int64_t k = 0; k < runtime::world_size(); ++k) members.push_back(k);

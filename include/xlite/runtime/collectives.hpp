@@ -337,6 +337,7 @@ public:
   }
 
   // XLITE_COLLECTIVE_TIMEOUT's C++ twin: how long a member waits for its group.
+  std::chrono::milliseconds timeout() const noexcept { return buffers_.timeout(); }
   void set_timeout(std::chrono::milliseconds timeout) noexcept {
     buffers_.set_timeout(timeout);
     payloads_.set_timeout(timeout);
@@ -398,9 +399,7 @@ private:
     if (!site.empty()) description += xlite::detail::message(" at ", site);
     auto m = buffers_.attend(device, members, x, std::move(description), what);
     std::vector<input> ordered = in_group_order(m->contributions(), members);
-    std::vector<std::int64_t> sorted = members;
-    std::ranges::sort(sorted);
-    const auto sorted_position = static_cast<std::size_t>(std::ranges::lower_bound(sorted, device) - sorted.begin());
+    const std::size_t sorted_position = m->position_of(device);
     return {std::move(m), position, sorted_position, std::move(ordered)};
   }
 
@@ -519,7 +518,7 @@ gather_from_processes(std::string_view what, std::map<std::int64_t, std::shared_
         }
         return places;
       },
-      std::chrono::steady_clock::now() + collective_timeout());
+      std::chrono::steady_clock::now() + collectives().timeout());
   return all;
 }
 

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -61,6 +62,7 @@ class processes final : public runtime::process_group {
 public:
   processes() {
     MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN); // a message that does not fit is an error, not the end
     int value = 0;
     MPI_Comm_rank(comm_, &value);
     rank_ = value;
@@ -73,7 +75,8 @@ public:
   }
   processes(const processes&) = delete;
   processes& operator=(const processes&) = delete;
-  // After finish(): every process has come, and every failure message has been received.
+  // After finish() every failure message has been received, so the sends of this process's
+  // complete. (Without finish(), on an early error, they were never made.)
   ~processes() override {
     MPI_Waitall(static_cast<int>(telling_.size()), telling_.data(), MPI_STATUSES_IGNORE);
     MPI_Comm_free(&comm_);
@@ -86,16 +89,16 @@ public:
                 const runtime::body_places& places, std::chrono::steady_clock::time_point deadline) override {
     throw_if_failed();
     const int tag = tag_of(key);
-    std::string head;
-    runtime::detail::append_field(head, key);
-    head += mine.header;
+    const auto head = std::make_shared<std::string>(); // kept with the bodies if the exchange fails
+    runtime::detail::append_field(*head, key);
+    *head += mine.header;
     std::vector<MPI_Request> sends;
     std::vector<incoming> receives;
     for (const std::int64_t peer : peers) {
       if (peer == rank_) continue;
-      post(sends, std::as_bytes(std::span(head)), peer, tag, false);
+      post(sends, std::as_bytes(std::span(*head)), peer, tag, false);
       for (const auto body : mine.bodies) post(sends, body, peer, tag, false);
-      receives.push_back({static_cast<int>(peer), false, {}});
+      receives.push_back({static_cast<int>(peer), false, false, {}, {}});
     }
     try {
       for (poller wait; !complete(sends, receives, key, tag, places); wait()) {
@@ -104,7 +107,7 @@ public:
           throw runtime::collective_error(timeout_message(receives, key));
       }
     } catch (...) {
-      abandon(sends, receives, mine.keep_alive);
+      abandon(sends, receives, {head, mine.keep_alive});
       throw;
     }
   }
@@ -143,8 +146,8 @@ public:
     for (poller wait;; wait()) {
       int done = 0;
       MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      const auto failed = receive_failures(); // every one: no message is left unreceived
-      if (done) return {failed, false};
+      const auto failed = receive_failures();
+      if (done) return {receive_remaining_failures(), false};
       if (failed && !give_up) give_up = std::chrono::steady_clock::now() + grace;
       if (give_up && std::chrono::steady_clock::now() > *give_up) return {failed, true};
     }
@@ -157,7 +160,9 @@ private:
   struct incoming {
     int peer;
     bool header_in = false;
+    bool done = false;
     std::vector<MPI_Request> bodies;
+    std::vector<int> sizes; // of the bodies' messages, as the header announced them
   };
 
   // Spins for a while (a partner is usually about to send), then sleeps in short steps.
@@ -178,10 +183,11 @@ private:
 
   // Posts the sends (or receives) of `bytes` to (from) `peer`, a message per chunk.
   void post(std::vector<MPI_Request>& requests, std::span<const std::byte> bytes, std::int64_t peer, int tag,
-            bool receive, std::byte* into = nullptr) {
+            bool receive, std::byte* into = nullptr, std::vector<int>* sizes = nullptr) {
     std::size_t offset = 0;
     do {
       const std::size_t length = std::min(chunk, bytes.size() - offset);
+      if (sizes) sizes->push_back(static_cast<int>(length));
       MPI_Request& request = requests.emplace_back(MPI_REQUEST_NULL);
       if (receive) {
         MPI_Irecv(into + offset, static_cast<int>(length), MPI_BYTE, static_cast<int>(peer), tag, comm_, &request);
@@ -203,12 +209,32 @@ private:
     if (!flag) return false;
     std::string why = receive_string(message, status);
     if (!failure_) failure_ = std::move(why);
+    ++failures_received_;
     return true;
   }
 
   std::optional<std::string> receive_failures() {
     std::scoped_lock lock(mutex_);
     while (receive_failure()) {
+    }
+    return failure_;
+  }
+
+  // After the final barrier: MPI does not order messages against collectives, so the
+  // failure messages still on their way are counted (each process that told, told every
+  // other) and waited for. Returns the first failure.
+  std::optional<std::string> receive_remaining_failures() {
+    std::scoped_lock lock(mutex_);
+    int told = told_.empty() ? 0 : 1;
+    int tellers = 0;
+    MPI_Allreduce(&told, &tellers, 1, MPI_INT, MPI_SUM, comm_);
+    while (failures_received_ < tellers - told) {
+      MPI_Message message;
+      MPI_Status status;
+      MPI_Mprobe(MPI_ANY_SOURCE, failure_tag, comm_, &message, &status);
+      std::string why = receive_string(message, status);
+      if (!failure_) failure_ = std::move(why);
+      ++failures_received_;
     }
     return failure_;
   }
@@ -245,10 +271,11 @@ private:
         }
         const auto after_key = static_cast<std::size_t>(fields[0].data() + fields[0].size() - head.data());
         for (const std::span<std::byte> place : places(in.peer, head.substr(after_key))) {
-          post(in.bodies, place, in.peer, tag, true, place.data());
+          post(in.bodies, place, in.peer, tag, true, place.data(), &in.sizes);
         }
       }
-      all = test_all(in.bodies) && all;
+      if (!in.done) in.done = received_all(in, key);
+      all = in.done && all;
     }
     return test_all(sends) && all;
   }
@@ -256,14 +283,36 @@ private:
   static bool test_all(std::vector<MPI_Request>& requests) {
     if (requests.empty()) return true;
     int done = 0;
-    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    if (MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+      throw runtime::collective_error("a message between processes failed");
+    }
+    return done != 0;
+  }
+
+  // Whether every body from `in` has come, each of the size its header announced (another
+  // exchange's message, under a colliding tag, would not be).
+  bool received_all(incoming& in, std::string_view key) const {
+    if (in.bodies.empty()) return true;
+    std::vector<MPI_Status> statuses(in.bodies.size());
+    int done = 0;
+    const int code = MPI_Testall(static_cast<int>(in.bodies.size()), in.bodies.data(), &done, statuses.data());
+    bool fits = code == MPI_SUCCESS;
+    for (std::size_t k = 0; fits && done && k < statuses.size(); ++k) {
+      int count = 0;
+      MPI_Get_count(&statuses[k], MPI_BYTE, &count);
+      fits = count == in.sizes[k];
+    }
+    if (!fits) {
+      throw runtime::collective_error(xlite::detail::message(
+          "process ", in.peer, " sent ", rank_, " a message of another size than announced at '", key, "'"));
+    }
     return done != 0;
   }
 
   std::string timeout_message(const std::vector<incoming>& receives, std::string_view key) const {
     std::string missing;
     for (const incoming& in : receives) {
-      if (!in.header_in || !in.bodies.empty()) missing += (missing.empty() ? "" : ", ") + std::to_string(in.peer);
+      if (!in.done) missing += (missing.empty() ? "" : ", ") + std::to_string(in.peer);
     }
     return xlite::detail::message("process ", rank_, " timed out waiting for process(es) [", missing, "] at '", key,
                                   "'; every process must make the same collectives in the same order");
@@ -272,7 +321,7 @@ private:
   // After a failed exchange: its receives are cancelled, its sends left to MPI with their
   // memory kept (a failure is final, so this happens once or a few times in a run).
   void abandon(std::vector<MPI_Request>& sends, std::vector<incoming>& receives,
-               const std::shared_ptr<const void>& keep_alive) {
+               std::initializer_list<std::shared_ptr<const void>> keep_alive) {
     for (incoming& in : receives) {
       for (MPI_Request& r : in.bodies) {
         if (r == MPI_REQUEST_NULL) continue;
@@ -284,7 +333,9 @@ private:
     for (MPI_Request& r : sends) {
       if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
     }
-    kept_.push_back(keep_alive);
+    // Until the process ends: MPI may read them until MPI_Finalize, after this object is gone.
+    static auto* const kept = new std::vector<std::shared_ptr<const void>>;
+    kept->insert(kept->end(), keep_alive);
   }
 
   void throw_if_failed() {
@@ -299,7 +350,7 @@ private:
   std::optional<std::string> failure_;
   std::string told_;                              // this process's failure, sent to the others
   std::vector<MPI_Request> telling_;              // those sends
-  std::vector<std::shared_ptr<const void>> kept_; // bodies of abandoned sends
+  int failures_received_ = 0;
 };
 
 // Runs fn in every process of the MPI job as one run (see the top of this file) and returns
@@ -350,11 +401,11 @@ int run(int& argc, char**& argv, F&& fn) {
       report("the other processes did not finish after the failure; aborting the job");
       MPI_Abort(MPI_COMM_WORLD, 1); // ends every process: a hang would be worse
     }
-    runtime::install_process_group(nullptr);
-    group.reset();
   } catch (...) {
     report(xlite::detail::current_exception_message());
   }
+  runtime::install_process_group(nullptr);
+  group.reset(); // before MPI_Finalize, on every path
   MPI_Finalize();
   return status;
 }

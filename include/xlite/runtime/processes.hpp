@@ -74,8 +74,9 @@ inline std::atomic<std::shared_ptr<process_group>>& installed_process_group() {
 // The transport between processes, or null when this process is the only one.
 inline std::shared_ptr<process_group> processes() { return detail::installed_process_group().load(); }
 
-// Makes `group` the processes' transport (null: this process alone). The transport's
-// installer calls it once, before devices are used, on every process.
+// Makes `group` the processes' transport (null: this process alone again). The transport's
+// installer (mpi::run) calls it on every process before the program uses devices, and with
+// null once the program is done.
 inline void install_process_group(std::shared_ptr<process_group> group) {
   detail::installed_process_group().store(std::move(group));
 }

@@ -152,6 +152,10 @@ public:
   }
 
   const std::vector<Contribution>& contributions() const noexcept { return contributions_; }
+  // `device`'s place among the members, in their sorted order.
+  std::size_t position_of(std::int64_t device) const {
+    return static_cast<std::size_t>(std::ranges::lower_bound(members_, device) - members_.begin());
+  }
   // How many members are this process's, and how many of them come before `position`.
   std::size_t local_count() const noexcept { return local_count_; }
   std::size_t local_index(std::size_t position) const {
@@ -262,15 +266,15 @@ private:
             return places;
           },
           deadline);
-    } catch (const error&) {
+    } catch (...) { // a malformed header, a shape too large to allocate, a failed exchange
       failed = std::current_exception();
     }
     lock.lock();
     if (failed) {
       try {
         std::rethrow_exception(failed);
-      } catch (const error& e) {
-        fail(xlite::detail::message(what, ": ", e.what()), true);
+      } catch (...) {
+        fail(xlite::detail::message(what, ": ", xlite::detail::current_exception_message()), true);
       }
       return;
     }
