@@ -348,8 +348,8 @@ private:
   int tag_bound_ = 32767;
   std::mutex mutex_;
   std::optional<std::string> failure_;
-  std::string told_;                              // this process's failure, sent to the others
-  std::vector<MPI_Request> telling_;              // those sends
+  std::string told_;                 // this process's failure, sent to the others
+  std::vector<MPI_Request> telling_; // those sends
   int failures_received_ = 0;
 };
 
