@@ -18,18 +18,11 @@
 #include "collective_checks.hpp"
 #include "eight_devices.hpp"
 
+using namespace xlite_test; // shape, buffer_ptr, device_collectives, reduce_type, ... and the checks
 using Catch::Matchers::Contains;
-using xlite::bfloat16;
 using xlite::dtype;
-using xlite::shape;
 using xlite::runtime::buffer;
-using xlite::runtime::buffer_ptr;
 using xlite::runtime::collective_error;
-using xlite::runtime::device_collectives;
-using xlite::runtime::reduce_type;
-using xlite::runtime::replica_groups;
-
-using namespace xlite_test;
 
 TEST_CASE("collectives: all_reduce, all_gather, reduce_scatter and all_to_all match their definitions",
           "[collectives]") {
