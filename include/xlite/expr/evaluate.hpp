@@ -567,6 +567,27 @@ bound_root<E> bind(const E& e, const loop_plan<Leaves>& plan) {
 
 // ---- the loop ------------------------------------------------------------------------------
 
+// How far ahead of the loop the streaming path asks for its operands. Past the cache the
+// hardware prefetcher alone keeps up with a loop that only moves data, not with one that
+// computes as well: e3 (exp and tanh) on 2^26 floats ran at 73% of the triad's rate, and at
+// 93% when each operand's line 2 KiB ahead was requested first (e1, e2, e4 unchanged).
+inline constexpr std::int64_t prefetch_distance_bytes = 2048;
+
+// Requests, for every memory leaf of a bound tree, the line prefetch_distance_bytes past
+// position j of its current row. The address is computed as an integer: it may lie past
+// the leaf's end, where forming a pointer is undefined (a prefetch never faults).
+template <class B>
+void prefetch_leaves(const B& bound_tree, std::int64_t j) {
+  if constexpr (requires { bound_tree.row; }) {
+    const auto at = reinterpret_cast<std::uintptr_t>(bound_tree.row + j) + prefetch_distance_bytes;
+    __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 3);
+  } else if constexpr (requires { bound_tree.operands; }) {
+    std::apply([j](const auto&... o) { (prefetch_leaves(o, j), ...); }, bound_tree.operands);
+  } else if constexpr (requires { bound_tree.operand; }) {
+    prefetch_leaves(bound_tree.operand, j);
+  }
+}
+
 // Outputs of at least this many elements are split over the thread pool, in tasks of about
 // `parallel_grain` elements (a multiple of every batch width, see parallel_rows).
 inline constexpr std::int64_t parallel_threshold = 1 << 15;
@@ -586,8 +607,10 @@ void run_row(const B& bound_expr, T* out, std::int64_t begin, std::int64_t end, 
       // task by the scalar form, and their bits would depend on the thread count.
       constexpr std::size_t alignment = sizeof(T) * static_cast<std::size_t>(width);
       if (streaming && reinterpret_cast<std::uintptr_t>(out + j) % alignment == 0) {
-        for (; j + width <= end; j += width)
+        for (; j + width <= end; j += width) {
+          prefetch_leaves(expr.tree, j);
           kernels::store_streaming(out + j, expr.template get<Arch, L, Contiguous>(j));
+        }
         kernels::streaming_fence();
       }
     }
