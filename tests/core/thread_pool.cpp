@@ -6,6 +6,7 @@
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -111,6 +112,49 @@ TEST_CASE("an exception in a chunk reaches the caller and the pool stays usable"
   }
 }
 
+// Jobs of a few chunks back to back, some fewer than the threads, some failing, some chunks
+// yielding their core: the case where a worker that read one job is still claiming when
+// the next is posted. No chunk may run twice, run outside its own job, or be missed.
+TEST_CASE("back-to-back small jobs each run every chunk once", "[thread_pool][property]") {
+  std::mt19937 rng(19);
+  for (const std::size_t threads : {2u, 3u, 8u}) { // 8: more threads than cores
+    xlite::thread_pool pool(threads);
+    std::vector<std::atomic<int>> visits(64);
+    std::atomic<int> live{-1}; // the job parallel_for is running, -1 between jobs
+    std::atomic<int> stray{0}; // chunks run outside their job
+    std::atomic<int> off_caller{0};
+    const std::thread::id caller = std::this_thread::get_id();
+    for (int job = 0; job < 20000; ++job) {
+      const std::int64_t count = std::uniform_int_distribution<std::int64_t>(2, 64)(rng);
+      const std::int64_t grain = std::uniform_int_distribution<std::int64_t>(1, 8)(rng);
+      const bool fails = job % 97 == 0;
+      for (auto& v : visits) v.store(0, std::memory_order_relaxed);
+      const auto body = [&, job](std::int64_t begin, std::int64_t end) {
+        if (live.load() != job) stray.fetch_add(1);
+        if (std::this_thread::get_id() != caller) off_caller.fetch_add(1, std::memory_order_relaxed);
+        for (std::int64_t i = begin; i < end; ++i) visits[static_cast<std::size_t>(i)].fetch_add(1);
+        if ((job + begin) % 4 == 0) std::this_thread::yield();
+        if (fails && begin == 0) throw std::runtime_error("job " + std::to_string(job));
+      };
+      INFO(threads << " threads, job " << job << ", count " << count << ", grain " << grain);
+      live.store(job);
+      if (fails) {
+        REQUIRE_THROWS_WITH(pool.parallel_for(count, grain, body), "job " + std::to_string(job));
+        REQUIRE(visits[0].load() == 1);
+        for (std::int64_t i = 0; i < 64; ++i)
+          REQUIRE(visits[static_cast<std::size_t>(i)].load() <= (i < count ? 1 : 0));
+      } else {
+        pool.parallel_for(count, grain, body);
+        for (std::int64_t i = 0; i < 64; ++i)
+          REQUIRE(visits[static_cast<std::size_t>(i)].load() == (i < count ? 1 : 0));
+      }
+      live.store(-1);
+    }
+    CHECK(stray.load() == 0);
+    CHECK(off_caller.load() > 0); // the workers took part
+  }
+}
+
 TEST_CASE("nested parallel_for runs serially instead of deadlocking", "[thread_pool]") {
   xlite::thread_pool pool(2);
   std::atomic<std::int64_t> sum{0};
@@ -126,17 +170,20 @@ TEST_CASE("parallel_for from several threads at once on one pool", "[thread_pool
   xlite::thread_pool pool(3);
   std::atomic<std::int64_t> sum{0};
   std::vector<std::thread> callers;
+  std::atomic<std::int64_t> expected{0};
   for (int c = 0; c < 4; ++c) {
-    callers.emplace_back([&] {
-      for (int r = 0; r < 50; ++r) {
-        pool.parallel_for(1000, 64, [&](std::int64_t begin, std::int64_t end) {
+    callers.emplace_back([&, c] {
+      for (int r = 0; r < 2000; ++r) { // small jobs back to back, each caller its own sizes
+        const std::int64_t count = 3 + (r * 7 + c) % 40;
+        pool.parallel_for(count, 1 + (r + c) % 4, [&](std::int64_t begin, std::int64_t end) {
           for (std::int64_t i = begin; i < end; ++i) sum.fetch_add(i);
         });
+        expected.fetch_add(count * (count - 1) / 2);
       }
     });
   }
   for (auto &t : callers) t.join();
-  CHECK(sum.load() == 4 * 50 * 499500LL);
+  CHECK(sum.load() == expected.load());
 }
 
 TEST_CASE("bad arguments are value_errors", "[thread_pool]") {
@@ -144,6 +191,14 @@ TEST_CASE("bad arguments are value_errors", "[thread_pool]") {
   xlite::thread_pool pool(2);
   CHECK_THROWS_WITH(pool.parallel_for(10, 0, [](std::int64_t, std::int64_t) {}),
                     Contains("grain must be at least 1, got 0"));
+  // Shares count chunks in 32 bits; the limit holds on every pool, so that code does not
+  // work on one thread and fail on two.
+  xlite::thread_pool serial(1);
+  for (xlite::thread_pool* p : {&pool, &serial}) {
+    CHECK_THROWS_WITH(p->parallel_for(std::int64_t{1} << 33, 1, [](std::int64_t, std::int64_t) {}),
+                      Contains("8589934592 elements in chunks of 1 make 8589934592 chunks") &&
+                          Contains("take a larger grain"));
+  }
   int calls = 0;
   pool.parallel_for(0, 1, [&](std::int64_t, std::int64_t) { ++calls; });
   pool.parallel_for(-5, 1, [&](std::int64_t, std::int64_t) { ++calls; });
