@@ -12,8 +12,9 @@
 //
 // a, b, c are float scalars; x, y, w hold the same deterministic values for every impl.
 // The sizes are the triad's, so at each n and thread count triad/limit, measured in the same
-// run, is the memory bound of these cases too (scripts/bench_table.py compares a byte-rated
-// case without a limit row of its own with it).
+// run, is the memory bound of the element-wise cases too (scripts/bench_table.py compares a
+// byte-rated case without a limit row of its own with it); sum_xy, which only reads, has a
+// limit row of its own, the read bandwidth (machine_limits.cpp).
 //
 // Each impl registers its benchmarks with register_expressions (its own threads, as xlite and
 // torch have) or register_split_expressions (kernels over a range, which a thread_team runs

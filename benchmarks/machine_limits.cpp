@@ -3,6 +3,10 @@
 //                   arrays of its own and nothing synchronises the threads between
 //                   iterations: the most a parallel loop over the same data could reach,
 //                   with the stores that are fastest at that size.
+//   sum_xy/limit    read bandwidth, for the one case that only reads: every thread sums x * y
+//                   over two arrays of its own, unsynchronised, as triad/limit does. A core
+//                   may read faster or slower than it runs a triad (0.79 of the triad's
+//                   rate on one VM here, 1.2 on another), so triad/limit does not bound it.
 //   peak_fma/limit  peak fp32 FLOP/s: independent FMA chains in the widest vector ISA the
 //                   CPU has, the limit of every FLOP-rated case (sgemm, ...).
 //   peak_bf16/limit peak bf16 FLOP/s of VDPBF16PS (AVX512_BF16) chains, where the CPU has it.
@@ -12,11 +16,13 @@
 // "threads:<t>" like the cases that take it as an argument.
 
 #include <immintrin.h>
+#include <xsimd/xsimd.hpp>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "bench_common.hpp"
+#include "expressions.hpp"
 #include "triad.hpp"
 #include "xlite/core/cpu_features.hpp"
 #include "xlite/kernels/amx.hpp"
@@ -68,6 +74,35 @@ void run_triad_limit(benchmark::State& state) {
   }
   report_bytes(state, triad_bytes(triad.size()));
   state.SetLabel(streaming ? "streaming stores" : "plain stores");
+}
+
+// sum(x * y) over [0, n) in the widest batches this file is compiled for (-march=native),
+// four accumulators deep so that loads, not the additions' latency, bound it.
+float dot(const float* x, const float* y, std::int64_t n) {
+  using batch = xsimd::batch<float>;
+  constexpr std::int64_t lanes = batch::size;
+  batch acc0(0.0f), acc1(0.0f), acc2(0.0f), acc3(0.0f);
+  std::int64_t i = 0;
+  for (; i + 4 * lanes <= n; i += 4 * lanes) {
+    acc0 += batch::load_aligned(x + i) * batch::load_aligned(y + i);
+    acc1 += batch::load_aligned(x + i + lanes) * batch::load_aligned(y + i + lanes);
+    acc2 += batch::load_aligned(x + i + 2 * lanes) * batch::load_aligned(y + i + 2 * lanes);
+    acc3 += batch::load_aligned(x + i + 3 * lanes) * batch::load_aligned(y + i + 3 * lanes);
+  }
+  float sum = xsimd::hadd((acc0 + acc1) + (acc2 + acc3));
+  for (; i < n; ++i) sum += x[i] * y[i];
+  return sum;
+}
+
+void run_sum_xy_limit(benchmark::State& state) {
+  const std::int64_t part = state.range(0) / state.threads(); // this thread's share
+  const aligned_floats x = deterministic_floats(part, 1);
+  const aligned_floats y = deterministic_floats(part, 2);
+  for (auto _ : state) {
+    float sum = dot(x.data(), y.data(), part);
+    benchmark::DoNotOptimize(sum);
+  }
+  report_bytes(state, 2 * static_cast<std::int64_t>(sizeof(float)) * part);
 }
 
 // Independent accumulators hide the FMA latency: a core needs latency x FMA ports of them
@@ -192,6 +227,8 @@ void run_peak_amx(benchmark::State& state) {
 
 void xlite::bench::register_machine_limits() {
   on_each_thread_count(register_case("triad", "limit", run_triad_limit)->ArgName("n")->ArgsProduct({triad_sizes}));
+  on_each_thread_count(
+      register_case("sum_xy", "limit", run_sum_xy_limit)->ArgName("n")->ArgsProduct({expression_sizes}));
   on_each_thread_count(register_case("peak_fma", "limit", run_peak_fma));
   if (xlite::detected_cpu_features().avx512_bf16) on_each_thread_count(register_case("peak_bf16", "limit", run_peak_bf16));
   if (xlite::kernels::amx::usable()) on_each_thread_count(register_case("peak_amx", "limit", run_peak_amx));
