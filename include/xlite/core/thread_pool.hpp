@@ -172,32 +172,19 @@ private:
     return std::nullopt;
   }
 
-  // Claims the next chunk of share k, or returns -1 when it has none left. The first visit
-  // in a job marks the share even when it has no chunk. Relaxed: the job itself reaches a
-  // thread through the generation, and a share publishes nothing.
-  std::int64_t claim(std::size_t k, const job_view& job) {
+  // Takes chunks [first, last) of share k for the job: the next one, or with `rest` all that
+  // no thread has claimed (so that none runs after an error); an empty range when it has
+  // none left. The first visit in a job marks the share even when it has no chunk. Relaxed:
+  // the job itself reaches a thread through the generation, and a share publishes nothing.
+  std::pair<std::int64_t, std::int64_t> take(std::size_t k, const job_view& job, bool rest = false) {
     std::atomic<std::uint64_t>& state = shares_[k].state;
     std::uint64_t seen = state.load(std::memory_order_relaxed);
     for (;;) {
       const auto at = position_of(seen, k, job);
-      if (!at || (at->marked && at->next == at->end)) return -1;
-      if (state.compare_exchange_weak(seen, pack(job.generation, std::min(at->next + 1, at->end)),
-                                      std::memory_order_relaxed)) {
-        return at->next < at->end ? at->next : -1;
-      }
-    }
-  }
-
-  // Takes the chunks of share k that no thread has claimed, so that none runs after an
-  // error, and returns how many.
-  std::int64_t give_up(std::size_t k, const job_view& job) {
-    std::atomic<std::uint64_t>& state = shares_[k].state;
-    std::uint64_t seen = state.load(std::memory_order_relaxed);
-    for (;;) {
-      const auto at = position_of(seen, k, job);
-      if (!at || (at->marked && at->next == at->end)) return 0;
-      if (state.compare_exchange_weak(seen, pack(job.generation, at->end), std::memory_order_relaxed)) {
-        return at->end - at->next;
+      if (!at || (at->marked && at->next == at->end)) return {0, 0};
+      const std::int64_t last = rest ? at->end : std::min(at->next + 1, at->end);
+      if (state.compare_exchange_weak(seen, pack(job.generation, last), std::memory_order_relaxed)) {
+        return {at->next, last};
       }
     }
   }
@@ -208,7 +195,9 @@ private:
     for (std::size_t k = 0; k < shares_.size(); ++k) {
       const std::size_t from = (slot + k) % shares_.size();
       std::int64_t done = 0;
-      for (std::int64_t chunk; (chunk = claim(from, job)) >= 0;) {
+      for (;;) {
+        const auto [chunk, after] = take(from, job);
+        if (chunk == after) break;
         const std::int64_t begin = chunk * job.grain;
         try {
           job.call(job.body, begin, std::min(job.count, begin + job.grain));
@@ -217,7 +206,10 @@ private:
             std::scoped_lock lock(error_mutex_);
             if (!error_) error_ = std::current_exception();
           }
-          for (std::size_t other = 0; other < shares_.size(); ++other) done += give_up(other, job);
+          for (std::size_t other = 0; other < shares_.size(); ++other) {
+            const auto [first, last] = take(other, job, true);
+            done += last - first;
+          }
         }
         ++done;
       }
