@@ -171,6 +171,18 @@ XLITE_INTRINSICS_BEGIN
 // quarter of a bf16 GEMM's time). 16 pair words at a time: the rounding is VCVTNE2PS2BF16,
 // which is the scalar conversion's (kernels/convert.hpp checks it over all floats).
 
+// The first n of 16 lanes: all of them from 16 on, none from 0 down.
+inline __mmask16 first_lanes(std::int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
+}
+
+// The values that 16 pair words hold at 32 consecutive k: two per lane of `lanes` (which
+// are the first few), less the last one when it lies past the end.
+inline __mmask32 pair_values(__mmask16 lanes, bool last_odd) {
+  const int values = 2 * __builtin_popcount(lanes) - (last_odd ? 1 : 0);
+  return static_cast<__mmask32>((std::uint64_t{1} << values) - 1);
+}
+
 // Pair words of 16 consecutive indices at steps k and k + 1 of a k-major source (`next`
 // is null past the end: zeros).
 XLITE_TARGET_AVX512_BF16 inline __m512i pair_words(const float* row, const float* next, __mmask16 lanes) {
@@ -193,9 +205,7 @@ XLITE_TARGET_AVX512_BF16 inline __m512i pair_words(const bfloat16* row, const bf
 // 16 pair words of one index at 32 consecutive k of an index-major source (pairs adjacent
 // in memory); `lanes` selects the pairs that exist, `last_odd` drops the k past the end.
 XLITE_TARGET_AVX512_BF16 inline __m512i pair_words_along(const float* k0, __mmask16 lanes, bool last_odd) {
-  const __mmask32 values = last_odd
-                               ? static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes) - 1)) - 1)
-                               : static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes))) - 1);
+  const __mmask32 values = pair_values(lanes, last_odd);
   const __m512 low = _mm512_maskz_loadu_ps(static_cast<__mmask16>(values), k0);
   // k0 + 16 is formed only where it is in the row (a pointer past it is undefined, masked or not).
   const __m512 high =
@@ -204,9 +214,7 @@ XLITE_TARGET_AVX512_BF16 inline __m512i pair_words_along(const float* k0, __mmas
 }
 
 XLITE_TARGET_AVX512_BF16 inline __m512i pair_words_along(const bfloat16* k0, __mmask16 lanes, bool last_odd) {
-  const __mmask32 values = last_odd
-                               ? static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes) - 1)) - 1)
-                               : static_cast<__mmask32>((std::uint64_t{1} << (2 * __builtin_popcount(lanes))) - 1);
+  const __mmask32 values = pair_values(lanes, last_odd);
   return _mm512_maskz_loadu_epi16(values, k0);
 }
 
@@ -222,10 +230,10 @@ XLITE_TARGET_AVX512_BF16 void pack_bf16_pairs_avx512(std::uint32_t* dst, const p
         std::uint32_t* out = dst + first * steps + s * W;
         for (int w = 0; w < W; w += 16) {
           const std::int64_t left = exists ? count - first - w : 0;
-          const auto store = static_cast<__mmask16>(W - w >= 16 ? 0xffffu : (1u << (W - w)) - 1);
+          const __mmask16 store = first_lanes(W - w);
           __m512i words = _mm512_setzero_si512(); // past depth or count: zeros, and no pointer formed there
           if (left > 0) {
-            const auto lanes = static_cast<__mmask16>(left >= 16 ? 0xffffu : (1u << left) - 1);
+            const __mmask16 lanes = first_lanes(left);
             const T* row = src.data + 2 * s * src.ld + first + w;
             words = pair_words(row, 2 * s + 1 < depth ? row + src.ld : nullptr, lanes);
           }
@@ -246,7 +254,7 @@ XLITE_TARGET_AVX512_BF16 void pack_bf16_pairs_avx512(std::uint32_t* dst, const p
         const std::int64_t n = steps - s0 < 16 ? steps - s0 : 16;
         const std::int64_t pairs = std::clamp<std::int64_t>(pair_steps(depth) - s0, 0, n); // the rest are zeros
         if (exists && pairs > 0) {
-          const auto lanes = static_cast<__mmask16>(pairs == 16 ? 0xffffu : (1u << pairs) - 1);
+          const __mmask16 lanes = first_lanes(pairs);
           const T* along = src.data + (first + w) * src.ld + 2 * s0;
           _mm512_store_si512(words, pair_words_along(along, lanes, 2 * (s0 + pairs) > depth));
         } else {
@@ -296,10 +304,10 @@ XLITE_TARGET_AVX512 void pack_floats_index_major_avx512(float* dst, const float*
     float* panel = dst + first * depth;
     for (int w0 = 0; w0 < W; w0 += 16) { // 16 indices of the panel at a time
       const int width = W - w0 < 16 ? W - w0 : 16;
-      const auto store_lanes = static_cast<__mmask16>((1u << width) - 1);
+      const __mmask16 store_lanes = first_lanes(width);
       for (std::int64_t s0 = 0; s0 < depth; s0 += 16) {
         const std::int64_t n = depth - s0 < 16 ? depth - s0 : 16;
-        const auto load_lanes = static_cast<__mmask16>(n == 16 ? 0xffffu : (1u << n) - 1);
+        const __mmask16 load_lanes = first_lanes(n);
         __m512 r[16];
         for (int i = 0; i < 16; ++i) {
           const std::int64_t index = first + w0 + i;
@@ -321,9 +329,6 @@ XLITE_TARGET_AVX512_BF16 void pack_amx_rows_avx512(std::uint32_t* dst, const pan
                                                    std::int64_t depth, std::int64_t steps) {
   constexpr std::int64_t block = 16;
   const std::int64_t pairs_total = pair_steps(depth);
-  const auto lanes_of = [](std::int64_t n) {
-    return static_cast<__mmask16>(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
-  };
   for (std::int64_t first = 0; first < count; first += W) {
     std::uint32_t* panel = dst + first * steps;
     for (std::int64_t s0 = 0; s0 < steps; s0 += block) {
@@ -334,7 +339,7 @@ XLITE_TARGET_AVX512_BF16 void pack_amx_rows_avx512(std::uint32_t* dst, const pan
         for (std::int64_t w = 0; w < W; ++w) {
           const std::int64_t row = first + w;
           const __m512i words = row < count && pairs > 0
-                                    ? pair_words_along(src.data + row * src.ld + 2 * s0, lanes_of(pairs), last_odd)
+                                    ? pair_words_along(src.data + row * src.ld + 2 * s0, first_lanes(pairs), last_odd)
                                     : _mm512_setzero_si512();
           _mm512_store_si512(out + w * block, words);
         }
@@ -348,7 +353,7 @@ XLITE_TARGET_AVX512_BF16 void pack_amx_rows_avx512(std::uint32_t* dst, const pan
           r[s] = _mm512_setzero_ps();
           if (s >= pairs || rows_left <= 0) continue; // zeros; no pointer past the source formed
           const T* at = src.data + k * src.ld + first + w0;
-          r[s] = _mm512_castsi512_ps(pair_words(at, k + 1 < depth ? at + src.ld : nullptr, lanes_of(rows_left)));
+          r[s] = _mm512_castsi512_ps(pair_words(at, k + 1 < depth ? at + src.ld : nullptr, first_lanes(rows_left)));
         }
         transpose_16x16(r); // r[i]: the 16 steps of row w0 + i
         for (int i = 0; i < 16; ++i) _mm512_store_ps(out + (w0 + i) * block, r[i]);
