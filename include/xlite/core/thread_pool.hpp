@@ -207,7 +207,7 @@ private:
             if (!error_) error_ = std::current_exception();
           }
           for (std::size_t other = 0; other < shares_.size(); ++other) {
-            const auto [first, last] = take(other, job, true);
+            const auto [first, last] = take(other, job, /*rest=*/true);
             done += last - first;
           }
         }

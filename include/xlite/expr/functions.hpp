@@ -87,11 +87,11 @@ auto scalar_value(const E& e) {
 }
 
 // The operands' broadcast shape. Operands of one shape, the common case, cost a comparison
-// each and one copy (building e2 = a * x + b * y - c * w took 63 ns with a copy per
-// operand, 42 ns so, measured on 16 floats).
+// each and one copy (building e2 = a * x + b * y - c * w on 16 floats took 63 ns with a
+// copy per operand, 42 ns with one).
 template <class... E>
 xlite::shape broadcast_all(op o, const E&... operands) {
-  const xlite::shape* result = nullptr; // the first operand's, until one differs
+  const xlite::shape* result = nullptr; // the first non-scalar operand's, until one differs
   xlite::shape broadcast;
   const auto broadcast_with = [&](const auto& operand) {
     if constexpr (!is_scalar_leaf_v<std::remove_cvref_t<decltype(operand)>>) { // rank 0 changes nothing
