@@ -16,13 +16,13 @@
 // "threads:<t>" like the cases that take it as an argument.
 
 #include <immintrin.h>
-#include <xsimd/xsimd.hpp>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "bench_common.hpp"
 #include "expressions.hpp"
+#include "simd_dot.hpp"
 #include "triad.hpp"
 #include "xlite/core/cpu_features.hpp"
 #include "xlite/kernels/amx.hpp"
@@ -76,30 +76,12 @@ void run_triad_limit(benchmark::State& state) {
   state.SetLabel(streaming ? "streaming stores" : "plain stores");
 }
 
-// sum(x * y) over [0, n) in the widest batches this file is compiled for (-march=native),
-// four accumulators deep so that loads, not the additions' latency, bound it.
-float dot(const float* x, const float* y, std::int64_t n) {
-  using batch = xsimd::batch<float>;
-  constexpr std::int64_t lanes = batch::size;
-  batch acc0(0.0f), acc1(0.0f), acc2(0.0f), acc3(0.0f);
-  std::int64_t i = 0;
-  for (; i + 4 * lanes <= n; i += 4 * lanes) {
-    acc0 += batch::load_aligned(x + i) * batch::load_aligned(y + i);
-    acc1 += batch::load_aligned(x + i + lanes) * batch::load_aligned(y + i + lanes);
-    acc2 += batch::load_aligned(x + i + 2 * lanes) * batch::load_aligned(y + i + 2 * lanes);
-    acc3 += batch::load_aligned(x + i + 3 * lanes) * batch::load_aligned(y + i + 3 * lanes);
-  }
-  float sum = xsimd::hadd((acc0 + acc1) + (acc2 + acc3));
-  for (; i < n; ++i) sum += x[i] * y[i];
-  return sum;
-}
-
 void run_sum_xy_limit(benchmark::State& state) {
   const std::int64_t part = state.range(0) / state.threads(); // this thread's share
   const aligned_floats x = deterministic_floats(part, 1);
   const aligned_floats y = deterministic_floats(part, 2);
   for (auto _ : state) {
-    float sum = dot(x.data(), y.data(), part);
+    float sum = simd_dot(x.data(), y.data(), 0, part);
     benchmark::DoNotOptimize(sum);
   }
   report_bytes(state, 2 * static_cast<std::int64_t>(sizeof(float)) * part);
