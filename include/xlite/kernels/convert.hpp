@@ -61,7 +61,7 @@ XLITE_TARGET_AVX512 inline void to_bfloat16_avx512(const float* in, bfloat16* ou
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(rounded));
   }
   if (i < n) { // the tail under a mask: no scalar loop to keep in step with the vector one
-    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 mask = first_lanes(n - i);
     const __m512i rounded = round_to_bfloat16_avx512(_mm512_maskz_loadu_epi32(mask, in + i));
     _mm256_mask_storeu_epi16(out + i, mask, _mm512_cvtepi32_epi16(rounded));
   }
@@ -74,8 +74,7 @@ XLITE_TARGET_AVX512_BF16 inline void to_bfloat16_avx512_bf16(const float* in, bf
     _mm512_storeu_si512(out + i, (__m512i)pair);
   }
   for (; i < n; i += 16) {
-    const std::int64_t left = n - i;
-    const auto mask = static_cast<__mmask16>(left >= 16 ? 0xffffu : (1u << left) - 1);
+    const __mmask16 mask = first_lanes(n - i);
     const __m256bh half = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, in + i));
     _mm256_mask_storeu_epi16(out + i, mask, (__m256i)half);
   }
@@ -88,7 +87,7 @@ XLITE_TARGET_AVX512 inline void to_float_avx512(const bfloat16* in, float* out, 
     _mm512_storeu_si512(out + i, _mm512_slli_epi32(wide, 16));
   }
   if (i < n) {
-    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 mask = first_lanes(n - i);
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, in + i));
     _mm512_mask_storeu_epi32(out + i, mask, _mm512_slli_epi32(wide, 16));
   }

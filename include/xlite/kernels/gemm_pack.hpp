@@ -171,11 +171,6 @@ XLITE_INTRINSICS_BEGIN
 // quarter of a bf16 GEMM's time). 16 pair words at a time: the rounding is VCVTNE2PS2BF16,
 // which is the scalar conversion's (kernels/convert.hpp checks it over all floats).
 
-// The first n of 16 lanes: all of them from 16 on, none from 0 down.
-inline __mmask16 first_lanes(std::int64_t n) {
-  return static_cast<__mmask16>(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
-}
-
 // The values that 16 pair words hold at 32 consecutive k: two per lane of `lanes` (which
 // are the first few), less the last one when it lies past the end.
 inline __mmask32 pair_values(__mmask16 lanes, bool last_odd) {

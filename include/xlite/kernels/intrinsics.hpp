@@ -12,6 +12,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define XLITE_X86_KERNELS 1
+#include <cstdint>
 #include <immintrin.h>
 #else
 #define XLITE_X86_KERNELS 0
@@ -32,4 +33,15 @@
 #else
 #define XLITE_INTRINSICS_BEGIN
 #define XLITE_INTRINSICS_END
+#endif
+
+#if XLITE_X86_KERNELS
+namespace xlite::kernels {
+
+// The mask of the first n of 16 lanes, for loop tails: all of them from 16 on, none from 0 down.
+inline __mmask16 first_lanes(std::int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
+}
+
+} // namespace xlite::kernels
 #endif
