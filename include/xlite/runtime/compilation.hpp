@@ -44,12 +44,16 @@
 #include "xlite/kernels/simd.hpp"
 #include "xlite/runtime/compile_analysis.hpp"
 #include "xlite/runtime/device.hpp"
-#include "xlite/runtime/elementwise.hpp"
-#include "xlite/runtime/graph_dump.hpp"
 #include "xlite/runtime/metrics.hpp"
 #include "xlite/runtime/native_kernels.hpp"
 #include "xlite/runtime/profiler.hpp"
 #include "xlite/version.hpp"
+
+// What compiling a graph needs, only where find_or_compile() is defined (see executor.hpp).
+#if XLITE_BACKEND_DEFINITIONS
+#include "xlite/runtime/elementwise.hpp"
+#include "xlite/runtime/graph_dump.hpp"
+#endif
 
 namespace xlite::runtime {
 

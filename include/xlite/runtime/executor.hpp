@@ -20,23 +20,28 @@
 #include <vector>
 
 #include "xlite/compile/executable.hpp"
-#include "xlite/core/error.hpp"
-#include "xlite/core/op.hpp"
 #include "xlite/core/separate_compilation.hpp"
 #include "xlite/core/thread_pool.hpp"
-#include "xlite/runtime/block_copy.hpp"
 #include "xlite/runtime/buffer.hpp"
-#include "xlite/runtime/collectives.hpp"
 #include "xlite/runtime/device.hpp"
-#include "xlite/runtime/elementwise.hpp"
-#include "xlite/runtime/layout.hpp"
-#include "xlite/runtime/matmul.hpp"
 #include "xlite/runtime/matrix_unit.hpp"
 #include "xlite/runtime/metrics.hpp"
 #include "xlite/runtime/profiler.hpp"
+
+// The kernels only where execute() is defined: in every file of a header-only program, in
+// one under separate compilation. The other files launch steps and need not parse them.
+#if XLITE_BACKEND_DEFINITIONS
+#include "xlite/core/error.hpp"
+#include "xlite/core/op.hpp"
+#include "xlite/runtime/block_copy.hpp"
+#include "xlite/runtime/collectives.hpp"
+#include "xlite/runtime/elementwise.hpp"
+#include "xlite/runtime/layout.hpp"
+#include "xlite/runtime/matmul.hpp"
 #include "xlite/runtime/reduce.hpp"
 #include "xlite/runtime/scatter.hpp"
 #include "xlite/runtime/window.hpp"
+#endif
 
 namespace xlite::runtime {
 
@@ -46,6 +51,12 @@ XLITE_BACKEND_FUNCTION std::vector<buffer_ptr> execute(const compile::executable
                                                        std::optional<profiler::track> kernels_track = {},
                                                        const matrix_unit* unit = nullptr);
 
+// The bytes `device` has sent in collectives, a metric (CollectiveBytes).
+inline std::atomic<std::int64_t>& collective_bytes_counter(const xlite::device& device) {
+  return metrics::counter("CollectiveBytes(cpu:" + std::to_string(device.ordinal()) + ")");
+}
+
+#if XLITE_BACKEND_DEFINITIONS
 namespace detail {
 
 // The results of control op `root` (kernel k) on its operands' buffers.
@@ -138,10 +149,6 @@ inline std::int64_t collective_traffic(const ir::instruction& root, const buffer
 } // namespace detail
 
 // The counter of the bytes `device` sends in collectives: "CollectiveBytes(cpu:k)".
-inline std::atomic<std::int64_t>& collective_bytes_counter(const xlite::device& device) {
-  return metrics::counter("CollectiveBytes(cpu:" + std::to_string(device.ordinal()) + ")");
-}
-
 // The result of collective `root` (or local_shard, which moves nothing) on device `on`,
 // where operand x is this device's value. The bytes it sends count in
 // collective_bytes_counter(on).
@@ -179,7 +186,6 @@ inline buffer_ptr run_collective(const ir::instruction& root, const buffer_ptr& 
 // recorded, each kernel is drawn on `kernels_track` (the device's track), named by its root
 // op and result: where a step's time goes. `unit`, a tpu device's matrix unit as the step
 // was launched with, runs the matmuls; without one they run on the CPU's kernels.
-#if XLITE_BACKEND_DEFINITIONS
 XLITE_BACKEND_FUNCTION std::vector<buffer_ptr>
 execute(const compile::executable& exe, std::span<const buffer_ptr> parameters, thread_pool& pool,
         const xlite::device& on, std::optional<profiler::track> kernels_track, const matrix_unit* unit) {
