@@ -20,6 +20,7 @@
 #include "xlite/core/thread_pool.hpp"
 #include "xlite/ir/graph.hpp"
 #include "xlite/lazy/tensor.hpp"
+#include "xlite/runtime/collectives.hpp"
 #include "xlite/runtime/compilation.hpp"
 #include "xlite/runtime/device_data.hpp"
 #include "xlite/runtime/executor.hpp"

@@ -51,7 +51,7 @@ XLITE_BACKEND_FUNCTION std::vector<buffer_ptr> execute(const compile::executable
                                                        std::optional<profiler::track> kernels_track = {},
                                                        const matrix_unit* unit = nullptr);
 
-// The bytes `device` has sent in collectives, a metric (CollectiveBytes).
+// The counter of the bytes `device` sends in collectives: "CollectiveBytes(cpu:k)".
 inline std::atomic<std::int64_t>& collective_bytes_counter(const xlite::device& device) {
   return metrics::counter("CollectiveBytes(cpu:" + std::to_string(device.ordinal()) + ")");
 }
@@ -148,7 +148,6 @@ inline std::int64_t collective_traffic(const ir::instruction& root, const buffer
 
 } // namespace detail
 
-// The counter of the bytes `device` sends in collectives: "CollectiveBytes(cpu:k)".
 // The result of collective `root` (or local_shard, which moves nothing) on device `on`,
 // where operand x is this device's value. The bytes it sends count in
 // collective_bytes_counter(on).
