@@ -60,6 +60,26 @@ TEST_CASE("fp32 gemm: every path is the naive float accumulation, bit for bit, a
   }
 }
 
+TEST_CASE("fp32 gemm packs an A whose rows crowd one L1 set, and gets the same bits", "[gemm]") {
+  using xlite::kernels::gemm_detail::rows_overflow_l1_set;
+  CHECK_FALSE(rows_overflow_l1_set(1024, 12)); // 1 KiB apart: three rows to a set
+  CHECK(rows_overflow_l1_set(4096, 64));       // 4 KiB apart: 64 rows in one set, more than any L1's ways
+  std::mt19937 rng(4096);
+  gemm_case g;
+  do {
+    g = random_case_of_size(rng, 40, 70, 1024, false);
+  } while (g.lda != 1024); // rows 4 KiB apart
+  const std::vector<float> fused = naive_chain(g, true);
+  const std::vector<float> unfused = naive_chain(g, false);
+  for (const isa path : fp32_paths()) {
+    INFO("path " << path);
+    xlite::scoped_max_isa cap(path);
+    std::vector<float> c = g.c;
+    gemm(args_of<float, float>(g, g.a.data(), g.b.data(), c.data(), gemm_precision::fp32));
+    CHECK(same_bits(c, path == isa::portable ? unfused : fused));
+  }
+}
+
 TEST_CASE("bf16 gemm: every path but AMX gives the same bits, all within the error bound of the rounded inputs",
           "[gemm]") {
   std::mt19937 rng(7);

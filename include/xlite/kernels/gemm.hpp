@@ -35,6 +35,8 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include <unistd.h>
+
 #include "xlite/core/aligned_memory.hpp"
 #include "xlite/core/bfloat16.hpp"
 #include "xlite/core/cpu_features.hpp"
@@ -224,6 +226,7 @@ struct path_traits {
   // k blocks of a multiple of in_place_k_multiple elements, and, unless in_place_when_wide,
   // only while C is one column block wide (a_read_in_place).
   static constexpr bool reads_a_in_place = false;
+  static constexpr bool packs_crowded_rows = true; // see rows_overflow_l1_set
   static constexpr std::int64_t in_place_k_multiple = Steps == step_kind::floats ? 1 : 2;
   static constexpr bool in_place_when_wide = Steps != step_kind::floats;
 };
@@ -340,6 +343,8 @@ struct amx_path
   static constexpr bool reads_a_in_place = true;
   static constexpr std::int64_t in_place_k_multiple = 2 * block;
   static constexpr bool in_place_when_wide = false;
+  // Tile loads read 16 rows a block; crowded rows are not measured on AMX (see above).
+  static constexpr bool packs_crowded_rows = false;
   static_assert(amx_path::kc % in_place_k_multiple == 0, "every k block but the last can be read in place");
   static void micro_in_place(std::int64_t s, const void* a, std::int64_t row_bytes, const std::uint32_t* b, float* c,
                              std::int64_t ldc, const tile_update& u) {
@@ -393,6 +398,30 @@ void for_tasks(thread_pool* pool, std::int64_t count, std::int64_t grain, Body&&
 // loads of rows lda apart lose to packed panels (2048^3: about 10%). It needs A of the
 // panels' own element type (float steps: float; bf16 pairs: bfloat16, whole pairs), which
 // also means no rounding to do while packing.
+// Whether `rows` rows of A, `row_bytes` apart, read in place a step at a time (a line of
+// each row), need more lines of one L1 set than the set has ways. x86 L1 data caches have
+// 64 sets of 64-byte lines, a 4 KiB way, so rows a multiple of 4 KiB apart all share one
+// set: 12 rows fit Sapphire Rapids' 12 ways, not Zen 4's 8. There, bf16 at 2048^3 (rows of
+// 4 KiB) ran 1.1-1.4x faster with A packed than in place; at 1024^3 (2 KiB, six rows to a
+// set) in place stays ahead on two cores.
+inline bool rows_overflow_l1_set(std::int64_t row_bytes, int rows) {
+  static const long ways = [] {
+#if defined(_SC_LEVEL1_DCACHE_ASSOC)
+    const long reported = sysconf(_SC_LEVEL1_DCACHE_ASSOC);
+    if (reported > 0) return reported;
+#endif
+    return 8L;
+  }();
+  constexpr std::int64_t line = 64;
+  constexpr std::int64_t sets = 64;
+  for (int i = 0; i < rows; ++i) {
+    long sharing = 0;
+    for (int j = 0; j < rows; ++j) sharing += (i * row_bytes / line - j * row_bytes / line) % sets == 0;
+    if (sharing > ways) return true;
+  }
+  return false;
+}
+
 template <class Path, class In>
 bool a_read_in_place(const problem<In>& p, std::int64_t kb) {
   if constexpr (Path::reads_a_in_place) {
@@ -401,7 +430,9 @@ bool a_read_in_place(const problem<In>& p, std::int64_t kb) {
     if constexpr (same_values) {
       const bool whole_steps = kb % Path::in_place_k_multiple == 0;
       const bool narrow_enough = Path::in_place_when_wide || p.n <= Path::nc;
-      return !p.trans_a && whole_steps && narrow_enough;
+      const bool spread_over_sets =
+          !Path::packs_crowded_rows || !rows_overflow_l1_set(p.lda * static_cast<std::int64_t>(sizeof(In)), Path::mr);
+      return !p.trans_a && whole_steps && narrow_enough && spread_over_sets;
     }
   }
   return false;
