@@ -167,8 +167,8 @@ TEST_CASE("bf16 gemm accumulates as VDPBF16PS does: odd k before even k, denorma
 TEST_CASE("gemm gives the same bits for any thread count", "[gemm]") {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  // C is one column block wide (rows first) but in the last trial, wider than every path's
-  // (the blocked order, which splits columns too).
+  // Narrow trials run rows first on the paths whose column block holds them; the last is
+  // wider than every path's (the blocked order, which splits columns too).
   for (int trial = 0; trial < 5; ++trial) {
     gemm_case g{};
     g.m = 150 + trial * 37;
@@ -295,10 +295,13 @@ TEST_CASE("gemm's epilogue sees every region of C once, after C is final", "[gem
     std::int64_t n;
     bool final = true;
   };
-  for (const std::size_t threads : {1, 2}) {
-    xlite::thread_pool pool(threads);
+  // n = 1000 is wider than every path's column block (the blocked order), n = 70 narrower
+  // (rows first).
+  for (const auto& [threads, n] : {std::tuple{1, 1000}, std::tuple{2, 1000}, std::tuple{1, 70}, std::tuple{2, 70}}) {
+    INFO("threads " << threads << ", n " << n);
+    xlite::thread_pool pool(static_cast<std::size_t>(threads));
     xlite::scoped_thread_pool use(pool);
-    const std::int64_t m = 333, n = 1000, k = 700;
+    const std::int64_t m = 333, k = 700;
     std::vector<float> a(static_cast<std::size_t>(m * k), 0.5f);
     std::vector<float> b(static_cast<std::size_t>(k * n), 0.25f);
     std::vector<float> c(static_cast<std::size_t>(m * n));

@@ -35,7 +35,9 @@
 #include <cstdlib>
 #include <type_traits>
 
+#if defined(__unix__)
 #include <unistd.h>
+#endif
 
 #include "xlite/core/aligned_memory.hpp"
 #include "xlite/core/bfloat16.hpp"
@@ -112,7 +114,8 @@ namespace gemm_detail {
 // ---- memory ------------------------------------------------------------------------------------
 
 // A buffer that keeps its largest size: the packing buffers of a thread are allocated once,
-// not per call (their size is bounded by the blocking).
+// not per call (their size is bounded by the blocking, and a whole packed B by
+// whole_b_elements).
 class scratch {
 public:
   template <class T>
@@ -174,7 +177,8 @@ private:
 // here): an MR x kc panel of A stays in L1 while the micro-kernel streams the NR x kc
 // panels of a kc x nc block of B from L2, writing C tiles side by side along MR rows. The
 // packed B block is shared by the threads; A is read in place where it can be (see
-// a_read_in_place), else packed in mc x kc blocks, also shared.
+// a_read_in_place), else packed in mc x kc blocks, also shared. Products one column block
+// wide run rows first instead (run_rows_first): B packed whole, A by each thread.
 enum class step_kind { floats, swapped_pairs, bf16_pairs };
 
 template <class Path, class Packed, int MR, int NR, step_kind Steps, std::int64_t KC, std::int64_t MC, std::int64_t NC>
@@ -343,7 +347,8 @@ struct amx_path
   static constexpr bool reads_a_in_place = true;
   static constexpr std::int64_t in_place_k_multiple = 2 * block;
   static constexpr bool in_place_when_wide = false;
-  // Tile loads read 16 rows a block; crowded rows are not measured on AMX (see above).
+  // Tile loads read 16 rows a block; whether they pay for packing crowded rows is not
+  // measured (see rows_overflow_l1_set).
   static constexpr bool packs_crowded_rows = false;
   static_assert(amx_path::kc % in_place_k_multiple == 0, "every k block but the last can be read in place");
   static void micro_in_place(std::int64_t s, const void* a, std::int64_t row_bytes, const std::uint32_t* b, float* c,
@@ -385,25 +390,13 @@ void for_tasks(thread_pool* pool, std::int64_t count, std::int64_t grain, Body&&
   }
 }
 
-// Whether the micro-kernels read this k block of A where it is rather than from packed
-// panels. A row-major A that is not transposed already holds each row's steps one after
-// another, and reading it in place saves the pass that packs it: 4096 x 1024 x 64 runs
-// 1.4x faster in fp32 and 3.8x in bf16. For float steps that pays while C is at most one
-// block of columns wide (n <= nc; 2048 x 512 x 2048: 5%); wider, each A panel is read once
-// per column block and the contiguous packed panels win (one thread: n = 1024 5%, 2048^3
-// 4-8%; A's rows lda apart share cache sets, at powers of two most). VDPBF16PS pairs read
-// A in place at every width: their packing of A gathers pairs row by row and costs more,
-// and in place they reach 89% of the VDPBF16PS peak at 2048^3. AMX reads whole 32-k blocks
-// in place while C is one column block wide (4096 x 1024 x 64: 5.6x); wider, its tile
-// loads of rows lda apart lose to packed panels (2048^3: about 10%). It needs A of the
-// panels' own element type (float steps: float; bf16 pairs: bfloat16, whole pairs), which
-// also means no rounding to do while packing.
 // Whether `rows` rows of A, `row_bytes` apart, read in place a step at a time (a line of
 // each row), need more lines of one L1 set than the set has ways. x86 L1 data caches have
 // 64 sets of 64-byte lines, a 4 KiB way, so rows a multiple of 4 KiB apart all share one
 // set: 12 rows fit Sapphire Rapids' 12 ways, not Zen 4's 8. There, bf16 at 2048^3 (rows of
 // 4 KiB) ran 1.1-1.4x faster with A packed than in place; at 1024^3 (2 KiB, six rows to a
-// set) in place stays ahead on two cores.
+// set) in place stays ahead on two cores. fp32 4096 x 64 x 1024 (rows of 4 KiB) ran level
+// either way.
 inline bool rows_overflow_l1_set(std::int64_t row_bytes, int rows) {
   static const long ways = [] {
 #if defined(_SC_LEVEL1_DCACHE_ASSOC)
@@ -422,6 +415,20 @@ inline bool rows_overflow_l1_set(std::int64_t row_bytes, int rows) {
   return false;
 }
 
+// Whether the micro-kernels read this k block of A where it is rather than from packed
+// panels. A row-major A that is not transposed already holds each row's steps one after
+// another, and reading it in place saves the pass that packs it: 4096 x 1024 x 64 runs
+// 1.4x faster in fp32 and 3.8x in bf16. For float steps that pays while C is at most one
+// block of columns wide (n <= nc; 2048 x 512 x 2048: 5%); wider, each A panel is read once
+// per column block and the contiguous packed panels win (one thread: n = 1024 5%, 2048^3
+// 4-8%; A's rows lda apart share cache sets, at powers of two most). VDPBF16PS pairs read
+// A in place at every width: their packing of A gathers pairs row by row and costs more,
+// and in place they reach 89% of the VDPBF16PS peak at 2048^3. AMX reads whole 32-k blocks
+// in place while C is one column block wide (4096 x 1024 x 64: 5.6x); wider, its tile
+// loads of rows lda apart lose to packed panels (2048^3: about 10%). It needs A of the
+// panels' own element type (float steps: float; bf16 pairs: bfloat16, whole pairs), which
+// also means no rounding to do while packing; and, but for AMX, rows that do not overflow
+// an L1 set.
 template <class Path, class In>
 bool a_read_in_place(const problem<In>& p, std::int64_t kb) {
   if constexpr (Path::reads_a_in_place) {
@@ -430,9 +437,9 @@ bool a_read_in_place(const problem<In>& p, std::int64_t kb) {
     if constexpr (same_values) {
       const bool whole_steps = kb % Path::in_place_k_multiple == 0;
       const bool narrow_enough = Path::in_place_when_wide || p.n <= Path::nc;
-      const bool spread_over_sets =
-          !Path::packs_crowded_rows || !rows_overflow_l1_set(p.lda * static_cast<std::int64_t>(sizeof(In)), Path::mr);
-      return !p.trans_a && whole_steps && narrow_enough && spread_over_sets;
+      if (p.trans_a || !whole_steps || !narrow_enough) return false;
+      return !Path::packs_crowded_rows ||
+             !rows_overflow_l1_set(p.lda * static_cast<std::int64_t>(sizeof(In)), Path::mr);
     }
   }
   return false;
@@ -535,7 +542,8 @@ bool runs_rows_first(const problem<In>& p, std::int64_t threads) {
 }
 
 template <class Path, class In>
-void run_rows_first(const problem<In>& p, thread_pool* pool, std::int64_t batch_index, const gemm_epilogue& epilogue) {
+void run_rows_first(const problem<In>& p, thread_pool* pool, std::int64_t threads, std::int64_t batch_index,
+                    const gemm_epilogue& epilogue) {
   using packed = typename Path::packed;
   constexpr int mr = Path::mr;
   constexpr int nr = Path::nr;
@@ -554,7 +562,7 @@ void run_rows_first(const problem<In>& p, thread_pool* pool, std::int64_t batch_
   });
 
   const std::int64_t all_a_panels = (p.m + mr - 1) / mr;
-  const std::int64_t chunks = row_chunks<Path>(p, pool == nullptr ? 1 : static_cast<std::int64_t>(pool->num_threads()));
+  const std::int64_t chunks = row_chunks<Path>(p, threads);
   for_tasks(pool, chunks, 1, [&](std::int64_t chunk) {
     const std::int64_t row = all_a_panels * chunk / chunks * mr;
     const std::int64_t rows = std::min(all_a_panels * (chunk + 1) / chunks * mr, p.m) - row;
@@ -566,6 +574,7 @@ void run_rows_first(const problem<In>& p, thread_pool* pool, std::int64_t batch_
         panel_block<Path> blk = k_block_of<Path>(p, q * Path::kc);
         blk.row = row;
         blk.rows = rows;
+        blk.col = 0;
         blk.cols = p.n;
         blk.packed_b = packed_b + q * b_block_size;
         blk.packed_from = a_read_in_place<Path>(p, blk.kb) ? rows / mr * mr : 0;
@@ -595,7 +604,7 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
   constexpr int mr = Path::mr;
   constexpr int nr = Path::nr;
   const std::int64_t threads = pool == nullptr ? 1 : static_cast<std::int64_t>(pool->num_threads());
-  if (runs_rows_first<Path>(p, threads)) return run_rows_first<Path>(p, pool, batch_index, epilogue);
+  if (runs_rows_first<Path>(p, threads)) return run_rows_first<Path>(p, pool, threads, batch_index, epilogue);
   // Packing splits into about two parts per thread, so that a late thread is helped.
   const auto grain_for = [&](std::int64_t panels) { return std::max<std::int64_t>(1, panels / (2 * threads)); };
 
