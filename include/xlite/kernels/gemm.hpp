@@ -30,6 +30,7 @@
 // C must not overlap A or B (xlite::matmul makes sure of it; a direct caller must).
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -178,7 +179,7 @@ private:
 // panels of a kc x nc block of B from L2, writing C tiles side by side along MR rows. The
 // packed B block is shared by the threads; A is read in place where it can be (see
 // a_read_in_place), else packed in mc x kc blocks, also shared. Products one column block
-// wide run rows first instead (run_rows_first): B packed whole, A by each thread.
+// wide run rows first instead (run_rows_first): each thread packs its own B and A.
 enum class step_kind { floats, swapped_pairs, bf16_pairs };
 
 template <class Path, class Packed, int MR, int NR, step_kind Steps, std::int64_t KC, std::int64_t MC, std::int64_t NC>
@@ -511,18 +512,24 @@ panel_block<Path> k_block_of(const problem<In>& p, std::int64_t depth) {
   return blk;
 }
 
-// Products whose C is one column block wide (n <= nc) run rows first: each thread packs B
-// whole, once, and takes chunks of C's rows through every k block, so that a chunk stays
-// in the core's cache from the first k block to the last and the threads meet once per
-// product, not three times per k block. Chunks hold about chunk_c_bytes of C and at
-// most mc rows, and their count is a multiple of the thread count, so that the threads get
-// even shares. Measured on a Zen 4 VM against the blocked order in the same process: fp32
-// 4096 x 64 x 1024 4-6% faster on one core, 1-25% on two, 2048 x 512 x 2048 on two 4-31%
-// (the blocked order's rate varies from process to process there), 256^3 level.
+// Products whose C is one column block wide (n <= nc) run rows first: each thread packs
+// its own copy of B whole and takes an equal run of chunks of C's rows, each through every
+// k block, so that a chunk stays in the core's cache from the first k block to the last
+// and the threads meet once per product, not three times per k block. Chunks hold about
+// chunk_c_bytes of C and at most mc rows; their count is a multiple of the thread count.
+// Measured on a Zen 4 VM, each against the order before it in the same process:
+//   - rows first (B then packed once, shared) against the blocked order: fp32
+//     4096 x 64 x 1024 4-6% faster on one core, 1-25% on two, 2048 x 512 x 2048 on two
+//     4-31% (the blocked order's rate varies from process to process there), 256^3 level;
+//   - a private B against the shared one: 256^3 on two cores fp32 5-8% and bf16 8-40%
+//     faster (packing the shared B took 20-60 us of a 190 us product, 8 us on one core:
+//     panels another core wrote cross between the cores on every call), 2048 x 512 x 2048
+//     1-1.5% slower (B packed twice), the tall shape level.
+// A late thread's share is taken whole by another, not chunk by chunk.
 inline constexpr std::int64_t chunk_c_bytes = std::int64_t{64} << 10;
-// Beyond this many packed B elements (16 MiB of floats) the B panels of a k block are
-// packed as they are needed (the blocked order).
-inline constexpr std::int64_t whole_b_elements = std::int64_t{4} << 20;
+// Beyond this many packed B elements per thread (4 MiB of floats) the B panels of a k
+// block are packed as they are needed, shared (the blocked order).
+inline constexpr std::int64_t whole_b_elements = std::int64_t{1} << 20;
 
 template <class Path, class In>
 std::int64_t row_chunks(const problem<In>& p, std::int64_t threads) {
@@ -581,6 +588,10 @@ void run_row_chunk(const problem<In>& p, std::int64_t chunk, std::int64_t chunks
   if (epilogue) epilogue(batch_index, row, 0, rows, p.n);
 }
 
+// Which call of run_rows_first this thread's packed B belongs to.
+inline std::atomic<std::uint64_t> rows_first_calls{0};
+inline thread_local std::uint64_t b_packed_for_call = 0;
+
 template <class Path, class In>
 void run_rows_first(const problem<In>& p, thread_pool* pool, std::int64_t threads, std::int64_t batch_index,
                     const gemm_epilogue& epilogue) {
@@ -591,16 +602,18 @@ void run_rows_first(const problem<In>& p, thread_pool* pool, std::int64_t thread
   const std::int64_t b_block_size = b_panels * nr * Path::steps(Path::kc); // k block q at q * b_block_size
   const std::int64_t chunks = row_chunks<Path>(p, threads);
   const std::int64_t chunks_per_task = chunks / threads; // chunks is a multiple of threads
+  const std::uint64_t call = rows_first_calls.fetch_add(1, std::memory_order_relaxed) + 1;
   for_tasks(pool, threads, 1, [&](std::int64_t task) {
-    // This thread's own copy of B, packed by itself: panels another core wrote would cost
-    // every call a transfer of B between the cores (256^3 fp32 on two threads: packing the
-    // shared B took 20-60 us of a 190 us product, against 8 us on one; with own copies the
-    // product ran 0-7% faster in separate runs on the Zen 4 VM).
+    // This thread's own copy of B, packed once per call (a thread may run a late thread's
+    // task too, or all of them where the pool runs the loop serially).
     packed* packed_b = thread_scratch<scratch_use::packed_b>().get<packed>(k_blocks * b_block_size);
-    for (std::int64_t q = 0; q < k_blocks; ++q) {
-      const panel_block<Path> blk = k_block_of<Path>(p, q * Path::kc);
-      const In* first = p.trans_b ? p.b + blk.depth : p.b + blk.depth * p.ldb;
-      Path::pack_b(packed_b + q * b_block_size, panel_source<In>{first, p.ldb, !p.trans_b}, p.n, blk.kb);
+    if (b_packed_for_call != call) {
+      for (std::int64_t q = 0; q < k_blocks; ++q) {
+        const panel_block<Path> blk = k_block_of<Path>(p, q * Path::kc);
+        const In* first = p.trans_b ? p.b + blk.depth : p.b + blk.depth * p.ldb;
+        Path::pack_b(packed_b + q * b_block_size, panel_source<In>{first, p.ldb, !p.trans_b}, p.n, blk.kb);
+      }
+      b_packed_for_call = call;
     }
     for (std::int64_t chunk = task * chunks_per_task; chunk < (task + 1) * chunks_per_task; ++chunk) {
       run_row_chunk<Path>(p, chunk, chunks, packed_b, b_block_size, batch_index, epilogue);
