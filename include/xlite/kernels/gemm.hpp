@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <type_traits>
 
 #if defined(__unix__)
@@ -531,57 +532,62 @@ inline constexpr std::int64_t chunk_c_bytes = std::int64_t{64} << 10;
 // block are packed as they are needed, shared (the blocked order).
 inline constexpr std::int64_t whole_b_elements = std::int64_t{1} << 20;
 
+// The sizes of a rows-first run: B's panels and k blocks (k block q of the packed B at
+// q * b_block_size), A's panels, and the chunks of rows (a multiple of the thread count).
+struct rows_first_plan {
+  std::int64_t b_panels, k_blocks, b_block_size, a_panels, chunks;
+};
+
+// The plan for p on `threads` threads, or none where the blocked order runs: C wider than
+// a column block, B too large to pack whole per thread, or fewer A panels than chunks.
 template <class Path, class In>
-std::int64_t row_chunks(const problem<In>& p, std::int64_t threads) {
+std::optional<rows_first_plan> plan_rows_first(const problem<In>& p, std::int64_t threads) {
+  rows_first_plan plan{};
+  plan.b_panels = (p.n + Path::nr - 1) / Path::nr;
+  plan.k_blocks = (p.k + Path::kc - 1) / Path::kc;
+  plan.b_block_size = plan.b_panels * Path::nr * Path::steps(Path::kc);
+  plan.a_panels = (p.m + Path::mr - 1) / Path::mr;
   const std::int64_t c_row_bytes = p.n * static_cast<std::int64_t>(sizeof(float));
   const std::int64_t chunks =
       std::max((p.m * c_row_bytes + chunk_c_bytes - 1) / chunk_c_bytes, (p.m + Path::mc - 1) / Path::mc);
-  return (chunks + threads - 1) / threads * threads;
+  plan.chunks = (chunks + threads - 1) / threads * threads;
+  const bool fits = p.n <= Path::nc && plan.k_blocks * plan.b_block_size <= whole_b_elements;
+  if (!fits || plan.a_panels < plan.chunks) return std::nullopt;
+  return plan;
 }
 
+// Chunk `chunk` of the plan, a run of whole A panels, through every k block; B packed
+// whole at packed_b.
 template <class Path, class In>
-bool runs_rows_first(const problem<In>& p, std::int64_t threads) {
-  const std::int64_t b_panels = (p.n + Path::nr - 1) / Path::nr;
-  const std::int64_t k_blocks = (p.k + Path::kc - 1) / Path::kc;
-  const std::int64_t a_panels = (p.m + Path::mr - 1) / Path::mr;
-  return p.n <= Path::nc && k_blocks * b_panels * Path::nr * Path::steps(Path::kc) <= whole_b_elements &&
-         a_panels >= row_chunks<Path>(p, threads);
-}
-
-// Chunk `chunk` of `chunks`, a run of whole A panels, through every k block; B packed
-// whole at packed_b, k block q at q * b_block_size.
-template <class Path, class In>
-void run_row_chunk(const problem<In>& p, std::int64_t chunk, std::int64_t chunks, const typename Path::packed* packed_b,
-                   std::int64_t b_block_size, std::int64_t batch_index, const gemm_epilogue& epilogue) {
+void run_row_chunk(const problem<In>& p, const rows_first_plan& plan, std::int64_t chunk,
+                   const typename Path::packed* packed_b, std::int64_t batch_index, const gemm_epilogue& epilogue) {
   using packed = typename Path::packed;
   constexpr int mr = Path::mr;
-  const std::int64_t all_a_panels = (p.m + mr - 1) / mr;
-  const std::int64_t row = all_a_panels * chunk / chunks * mr;
-  const std::int64_t rows = std::min(all_a_panels * (chunk + 1) / chunks * mr, p.m) - row;
+  const std::int64_t row = plan.a_panels * chunk / plan.chunks * mr;
+  const std::int64_t rows = std::min(plan.a_panels * (chunk + 1) / plan.chunks * mr, p.m) - row;
   const std::int64_t a_panels = (rows + mr - 1) / mr;
-  const std::int64_t b_panels = (p.n + Path::nr - 1) / Path::nr;
   {
     scoped_flush_denormals flush(p.flush_denormals);
     Path::begin_task();
-    for (std::int64_t depth = 0; depth < p.k; depth += Path::kc) {
-      panel_block<Path> blk = k_block_of<Path>(p, depth);
+    for (std::int64_t q = 0; q < plan.k_blocks; ++q) {
+      panel_block<Path> blk = k_block_of<Path>(p, q * Path::kc);
       blk.row = row;
       blk.rows = rows;
       blk.col = 0;
       blk.cols = p.n;
-      blk.packed_b = packed_b + depth / Path::kc * b_block_size;
+      blk.packed_b = packed_b + q * plan.b_block_size;
       blk.packed_from = a_read_in_place<Path>(p, blk.kb) ? rows / mr * mr : 0;
       // This thread's panels of A from packed_from on (none, or a last partial one, when A
       // is read in place).
       packed* packed_a =
           thread_scratch<scratch_use::packed_a>().get<packed>((a_panels - blk.packed_from / mr) * mr * blk.steps);
       const std::int64_t from = row + blk.packed_from;
-      const In* first = p.trans_a ? p.a + depth * p.lda + from : p.a + from * p.lda + depth;
+      const In* first = p.trans_a ? p.a + blk.depth * p.lda + from : p.a + from * p.lda + blk.depth;
       if (blk.packed_from < rows) {
         Path::pack_a(packed_a, panel_source<In>{first, p.lda, p.trans_a}, rows - blk.packed_from, blk.kb);
       }
       blk.packed_a = packed_a;
-      multiply_panels(p, blk, 0, a_panels, 0, b_panels);
+      multiply_panels(p, blk, 0, a_panels, 0, plan.b_panels);
     }
     Path::end_task();
   }
@@ -593,30 +599,25 @@ inline std::atomic<std::uint64_t> rows_first_calls{0};
 inline thread_local std::uint64_t b_packed_for_call = 0;
 
 template <class Path, class In>
-void run_rows_first(const problem<In>& p, thread_pool* pool, std::int64_t threads, std::int64_t batch_index,
-                    const gemm_epilogue& epilogue) {
+void run_rows_first(const problem<In>& p, const rows_first_plan& plan, thread_pool* pool, std::int64_t threads,
+                    std::int64_t batch_index, const gemm_epilogue& epilogue) {
   using packed = typename Path::packed;
-  constexpr int nr = Path::nr;
-  const std::int64_t b_panels = (p.n + nr - 1) / nr;
-  const std::int64_t k_blocks = (p.k + Path::kc - 1) / Path::kc;
-  const std::int64_t b_block_size = b_panels * nr * Path::steps(Path::kc); // k block q at q * b_block_size
-  const std::int64_t chunks = row_chunks<Path>(p, threads);
-  const std::int64_t chunks_per_task = chunks / threads; // chunks is a multiple of threads
+  const std::int64_t chunks_per_task = plan.chunks / threads;
   const std::uint64_t call = rows_first_calls.fetch_add(1, std::memory_order_relaxed) + 1;
   for_tasks(pool, threads, 1, [&](std::int64_t task) {
     // This thread's own copy of B, packed once per call (a thread may run a late thread's
     // task too, or all of them where the pool runs the loop serially).
-    packed* packed_b = thread_scratch<scratch_use::packed_b>().get<packed>(k_blocks * b_block_size);
+    packed* packed_b = thread_scratch<scratch_use::packed_b>().get<packed>(plan.k_blocks * plan.b_block_size);
     if (b_packed_for_call != call) {
-      for (std::int64_t q = 0; q < k_blocks; ++q) {
+      for (std::int64_t q = 0; q < plan.k_blocks; ++q) {
         const panel_block<Path> blk = k_block_of<Path>(p, q * Path::kc);
         const In* first = p.trans_b ? p.b + blk.depth : p.b + blk.depth * p.ldb;
-        Path::pack_b(packed_b + q * b_block_size, panel_source<In>{first, p.ldb, !p.trans_b}, p.n, blk.kb);
+        Path::pack_b(packed_b + q * plan.b_block_size, panel_source<In>{first, p.ldb, !p.trans_b}, p.n, blk.kb);
       }
       b_packed_for_call = call;
     }
     for (std::int64_t chunk = task * chunks_per_task; chunk < (task + 1) * chunks_per_task; ++chunk) {
-      run_row_chunk<Path>(p, chunk, chunks, packed_b, b_block_size, batch_index, epilogue);
+      run_row_chunk<Path>(p, plan, chunk, packed_b, batch_index, epilogue);
     }
   });
 }
@@ -629,7 +630,9 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
   constexpr int mr = Path::mr;
   constexpr int nr = Path::nr;
   const std::int64_t threads = pool == nullptr ? 1 : static_cast<std::int64_t>(pool->num_threads());
-  if (runs_rows_first<Path>(p, threads)) return run_rows_first<Path>(p, pool, threads, batch_index, epilogue);
+  if (const auto plan = plan_rows_first<Path>(p, threads)) {
+    return run_rows_first<Path>(p, *plan, pool, threads, batch_index, epilogue);
+  }
   // Packing splits into about two parts per thread, so that a late thread is helped.
   const auto grain_for = [&](std::int64_t panels) { return std::max<std::int64_t>(1, panels / (2 * threads)); };
 
