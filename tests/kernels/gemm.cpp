@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <tuple>
@@ -36,14 +37,21 @@ std::vector<isa> fp32_paths() {
   return {paths.begin(), paths.end()};
 }
 
+// The trials after the random ones: two wider than a column block, where A is packed rather
+// than read in place, then two deeper than two k blocks (kc = 1024), the first with A not
+// transposed: read in place across its k blocks.
+gemm_case shaped_case(std::mt19937& rng, int index) {
+  if (index < 2) return random_case_of_size(rng, 29, 1100, 70);
+  return random_case_of_size(rng, 29, 70, 2100, index == 2 ? std::optional<bool>(false) : std::nullopt);
+}
+
 } // namespace
 
 TEST_CASE("fp32 gemm: every path is the naive float accumulation, bit for bit, and within the error bound",
           "[gemm]") {
   std::mt19937 rng(20261122);
-  for (int trial = 0; trial < 62; ++trial) {
-    // The last two are wider than a column block, where A is packed rather than read in place.
-    const gemm_case g = trial < 60 ? random_case(rng, trial < 50 ? 40 : 300) : random_case_of_size(rng, 29, 1100, 70);
+  for (int trial = 0; trial < 64; ++trial) {
+    const gemm_case g = trial < 60 ? random_case(rng, trial < 50 ? 40 : 300) : shaped_case(rng, trial - 60);
     INFO("m " << g.m << ", n " << g.n << ", k " << g.k << ", batch " << g.batch << ", trans " << g.trans_a << g.trans_b
               << ", alpha " << g.alpha << ", beta " << g.beta);
     const std::vector<float> fused = naive_chain(g, true);
@@ -83,9 +91,8 @@ TEST_CASE("fp32 gemm packs an A whose rows crowd one L1 set, and gets the same b
 TEST_CASE("bf16 gemm: every path but AMX gives the same bits, all within the error bound of the rounded inputs",
           "[gemm]") {
   std::mt19937 rng(7);
-  for (int trial = 0; trial < 42; ++trial) {
-    // The last two are wider than a column block, where A is packed rather than read in place.
-    const gemm_case g = trial < 40 ? random_case(rng, trial < 32 ? 40 : 300) : random_case_of_size(rng, 29, 1100, 70);
+  for (int trial = 0; trial < 44; ++trial) {
+    const gemm_case g = trial < 40 ? random_case(rng, trial < 32 ? 40 : 300) : shaped_case(rng, trial - 40);
     INFO("m " << g.m << ", n " << g.n << ", k " << g.k << ", batch " << g.batch << ", trans " << g.trans_a << g.trans_b
               << ", alpha " << g.alpha << ", beta " << g.beta);
     std::vector<bfloat16> a(g.a.begin(), g.a.end());
