@@ -241,6 +241,10 @@ struct path_traits {
   // only while C is one column block wide (a_read_in_place).
   static constexpr bool reads_a_in_place = false;
   static constexpr bool packs_crowded_rows = true; // see rows_overflow_l1_set
+
+  // Whether Path::micro(rows, ...) computes and writes only its first `rows` rows (else a
+  // whole MR-row tile).
+  static constexpr bool exact_rows = true;
   static constexpr std::int64_t in_place_k_multiple = Steps == step_kind::floats ? 1 : 2;
   static constexpr bool in_place_when_wide = Steps != step_kind::floats;
 };
@@ -248,8 +252,9 @@ struct path_traits {
 template <step_kind Steps>
 struct portable_path : path_traits<portable_path<Steps>, float, 4, 16, Steps, 256, 2048, 256> {
   static constexpr isa level = isa::portable;
-  static void micro(std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc, const tile_update& u) {
-    micro_kernel_portable<4, 16>(s, a, b, c, ldc, u);
+  static void micro(int rows, std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc,
+                    const tile_update& u) {
+    with_rows<4>(rows, [&]<int R>() { micro_kernel_portable<R, 16>(s, packed_a<float, 4>{a}, b, c, ldc, u); });
   }
 };
 
@@ -257,8 +262,9 @@ struct portable_path : path_traits<portable_path<Steps>, float, 4, 16, Steps, 25
 template <step_kind Steps>
 struct avx2_path : path_traits<avx2_path<Steps>, float, 6, 16, Steps, 1024, 3072, 512> {
   static constexpr isa level = isa::avx2;
-  static void micro(std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc, const tile_update& u) {
-    micro_kernel_avx2<6, 2>(s, a, b, c, ldc, u);
+  static void micro(int rows, std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc,
+                    const tile_update& u) {
+    with_rows<6>(rows, [&]<int R>() { micro_kernel_avx2<R, 2>(s, packed_a<float, 6>{a}, b, c, ldc, u); });
   }
 };
 
@@ -273,8 +279,9 @@ struct avx512_path : path_traits<avx512_path<Steps>, float, 12, 32, Steps, 1024,
     }
     traits::template pack<W>(dst, src, count, depth);
   }
-  static void micro(std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc, const tile_update& u) {
-    micro_kernel_avx512<12, 2>(s, packed_a<float, 12>{a}, b, c, ldc, u);
+  static void micro(int rows, std::int64_t s, const float* a, const float* b, float* c, std::int64_t ldc,
+                    const tile_update& u) {
+    with_rows<12>(rows, [&]<int R>() { micro_kernel_avx512<R, 2>(s, packed_a<float, 12>{a}, b, c, ldc, u); });
   }
   // A read in place (float steps only: the other step kinds convert while packing).
   static constexpr bool reads_a_in_place = Steps == step_kind::floats;
@@ -290,9 +297,10 @@ struct avx512_bf16_path : path_traits<avx512_bf16_path, std::uint32_t, 12, 32, s
   static void pack(std::uint32_t* dst, const panel_source<T>& src, std::int64_t count, std::int64_t depth) {
     pack_bf16_pairs_avx512<W>(dst, src, count, depth, pair_steps(depth));
   }
-  static void micro(std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t ldc,
-                    const tile_update& u) {
-    micro_kernel_avx512_bf16<12, 2>(s, packed_a<std::uint32_t, 12>{a}, b, c, ldc, u);
+  static void micro(int rows, std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c,
+                    std::int64_t ldc, const tile_update& u) {
+    with_rows<12>(rows,
+                  [&]<int R>() { micro_kernel_avx512_bf16<R, 2>(s, packed_a<std::uint32_t, 12>{a}, b, c, ldc, u); });
   }
   // A read in place: bfloat16 inputs, whose k-pairs are the 32-bit words of a row.
   static constexpr bool reads_a_in_place = true;
@@ -348,10 +356,13 @@ struct amx_path
     amx::micro_kernel(tiles(), s / block, a, b, c, ldc, u.start_scale != 0.0f);
     if (u.alpha != 1.0f) scale(u.alpha);
   }
-  static void micro(std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c, std::int64_t ldc,
-                    const tile_update& u) {
+  // Whole tiles only (exact_rows is false): a last panel's missing rows, zeros, are
+  // multiplied too, into the driver's edge tile.
+  static void micro(int /*rows*/, std::int64_t s, const std::uint32_t* a, const std::uint32_t* b, float* c,
+                    std::int64_t ldc, const tile_update& u) {
     run_micro(s, amx::a_blocks::packed(a), b, c, ldc, u);
   }
+  static constexpr bool exact_rows = false;
   // A read in place: bfloat16 rows hold a block's 16 pairs in 64 contiguous bytes, a tile
   // row, so whole blocks of 32 k need no packing.
   static constexpr bool reads_a_in_place = true;
@@ -487,18 +498,20 @@ void multiply_panels(const problem<In>& p, const panel_block<Path>& blk, std::in
                                       p.lda * static_cast<std::int64_t>(sizeof(In)), b_panel, c, ldc, blk.update);
         }
       }
-      Path::micro(blk.steps, blk.packed_a + (i - blk.packed_from) * blk.steps, b_panel, c, ldc, blk.update);
+      Path::micro(static_cast<int>(rows), blk.steps, blk.packed_a + (i - blk.packed_from) * blk.steps, b_panel, c, ldc,
+                  blk.update);
     };
     for (std::int64_t bp = first_b; bp < last_b; ++bp) {
       const std::int64_t j = bp * nr;
       const std::int64_t cols = std::min<std::int64_t>(nr, blk.cols - j);
       const packed* b_panel = blk.packed_b + j * blk.steps;
       float* c_tile = p.c + (blk.row + i) * p.ldc + blk.col + j;
-      if (rows == mr && cols == nr) {
+      if (cols == nr && (rows == mr || Path::exact_rows)) {
         micro(b_panel, c_tile, p.ldc);
         continue;
       }
-      // An edge tile: through a full tile on the stack (read only when C is).
+      // An edge tile (fewer than nr columns, or a path's whole tile for fewer than mr rows):
+      // through a full tile on the stack (read only when C is).
       alignas(64) float edge[mr * nr];
       if (blk.update.start_scale != 0.0f) {
         std::fill_n(edge, mr * nr, 0.0f);

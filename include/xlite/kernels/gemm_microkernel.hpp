@@ -3,6 +3,8 @@
 // The innermost loop of the GEMM: one tile of C, MR rows by NR columns, updated with the
 // product of a packed panel of A (MR rows, kc steps) and a packed panel of B (kc steps, NR
 // columns). Everything else in kernels/gemm.hpp exists to feed these loops from cache.
+// Each kernel is a template on its row count, so that a last panel of fewer than MR rows
+// (with_rows) computes only the rows it has.
 //
 // Packed layouts (kernels/gemm_pack.hpp writes them):
 //   A panel: step s holds the MR values of rows 0..MR-1, i.e. a[s * MR + i];
@@ -18,6 +20,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "xlite/kernels/intrinsics.hpp"
 
@@ -60,6 +63,20 @@ struct a_in_place {
   }
 };
 
+// Calls f.template operator()<R>() with R = rows, for rows in [1, MR]: a micro-kernel
+// instantiated for each row count. A last panel of 4 rows under a 12-row kernel otherwise
+// costs as much as a whole one (m = 16: a third of the work wasted; m = 1: eleven twelfths).
+template <class F, int... R>
+void with_fewer_rows(int rows, F& f, std::integer_sequence<int, R...>) {
+  (void)((rows == R + 1 && (f.template operator()<R + 1>(), true)) || ...);
+}
+
+template <int MR, class F>
+void with_rows(int rows, F&& f) {
+  if (rows == MR) return f.template operator()<MR>();
+  with_fewer_rows(rows, f, std::make_integer_sequence<int, MR - 1>{});
+}
+
 // ---- portable --------------------------------------------------------------------------------
 
 // GCC contracts a * b + c into an FMA across statements by default (-ffp-contract=fast)
@@ -76,21 +93,21 @@ struct a_in_place {
 #define XLITE_NO_CONTRACTION_BODY
 #endif
 
-template <int MR, int NR>
-XLITE_NO_CONTRACTION_FUNCTION void micro_kernel_portable(std::int64_t steps, const float* a, const float* b, float* c,
+template <int Rows, int NR, class A>
+XLITE_NO_CONTRACTION_FUNCTION void micro_kernel_portable(std::int64_t steps, A a, const float* b, float* c,
                                                          std::int64_t ldc, const tile_update& update) {
   XLITE_NO_CONTRACTION_BODY
-  float acc[MR][NR];
-  for (int i = 0; i < MR; ++i) {
+  float acc[Rows][NR];
+  for (int i = 0; i < Rows; ++i) {
     for (int j = 0; j < NR; ++j) acc[i][j] = update.start_scale == 0.0f ? 0.0f : update.start_scale * c[i * ldc + j];
   }
   for (std::int64_t s = 0; s < steps; ++s) {
-    for (int i = 0; i < MR; ++i) {
-      const float ai = a[s * MR + i];
+    for (int i = 0; i < Rows; ++i) {
+      const float ai = a.at(i, s);
       for (int j = 0; j < NR; ++j) acc[i][j] += ai * b[s * NR + j];
     }
   }
-  for (int i = 0; i < MR; ++i) {
+  for (int i = 0; i < Rows; ++i) {
     for (int j = 0; j < NR; ++j) c[i * ldc + j] = update.alpha == 1.0f ? acc[i][j] : update.alpha * acc[i][j];
   }
 }
@@ -103,14 +120,14 @@ XLITE_INTRINSICS_BEGIN
 
 // ---- AVX2: 6 x 16, twelve ymm accumulators ------------------------------------------------------
 
-template <int MR, int NV>
-XLITE_TARGET_AVX2 inline void micro_kernel_avx2(std::int64_t steps, const float* a, const float* b, float* c,
-                                                std::int64_t ldc, const tile_update& update) {
+template <int Rows, int NV, class A>
+XLITE_TARGET_AVX2 inline void micro_kernel_avx2(std::int64_t steps, A a, const float* b, float* c, std::int64_t ldc,
+                                                const tile_update& update) {
   constexpr int NR = 8 * NV;
-  __m256 acc[MR][NV];
+  __m256 acc[Rows][NV];
   const __m256 start = _mm256_set1_ps(update.start_scale);
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
+  for (int i = 0; i < Rows; ++i) {
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       acc[i][v] =
@@ -122,15 +139,15 @@ XLITE_TARGET_AVX2 inline void micro_kernel_avx2(std::int64_t steps, const float*
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = _mm256_load_ps(b + s * NR + 8 * v);
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(a + s * MR + i);
+    for (int i = 0; i < Rows; ++i) {
+      const __m256 ai = _mm256_set1_ps(a.at(i, s));
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(ai, bv[v], acc[i][v]);
     }
   }
   const __m256 alpha = _mm256_set1_ps(update.alpha);
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
+  for (int i = 0; i < Rows; ++i) {
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       _mm256_storeu_ps(c + i * ldc + 8 * v, update.alpha == 1.0f ? acc[i][v] : _mm256_mul_ps(alpha, acc[i][v]));
@@ -168,12 +185,12 @@ XLITE_TARGET_AVX512 inline void write_tile_avx512(const __m512 (&acc)[MR][NV], f
   }
 }
 
-template <int MR, int NV, class A = packed_a<float, MR>>
+template <int Rows, int NV, class A>
 XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, A a, const float* b, float* c, std::int64_t ldc,
                                                     const tile_update& update) {
   constexpr int NR = 16 * NV;
   constexpr std::int64_t b_ahead = 4;
-  __m512 acc[MR][NV];
+  __m512 acc[Rows][NV];
   start_tile_avx512(acc, c, ldc, update);
   for (std::int64_t s = 0; s < steps; ++s) {
     // The next A panel, which the driver takes after this one's last tile: into L2 early.
@@ -187,7 +204,7 @@ XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, A a, con
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + s * NR + 16 * v);
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < Rows; ++i) {
       const __m512 ai = _mm512_set1_ps(a.at(i, s));
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
@@ -196,11 +213,11 @@ XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, A a, con
   write_tile_avx512(acc, c, ldc, update);
 }
 
-template <int MR, int NV, class A = packed_a<std::uint32_t, MR>>
+template <int Rows, int NV, class A = packed_a<std::uint32_t, Rows>>
 XLITE_TARGET_AVX512_BF16 inline void micro_kernel_avx512_bf16(std::int64_t steps, A a, const std::uint32_t* b, float* c,
                                                               std::int64_t ldc, const tile_update& update) {
   constexpr int NR = 16 * NV;
-  __m512 acc[MR][NV];
+  __m512 acc[Rows][NV];
   start_tile_avx512(acc, c, ldc, update);
   for (std::int64_t s = 0; s < steps; ++s) {
     // The next A panel, which the driver takes after this one's last tile: into L2 early.
@@ -209,7 +226,7 @@ XLITE_TARGET_AVX512_BF16 inline void micro_kernel_avx512_bf16(std::int64_t steps
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + s * NR + 16 * v);
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < Rows; ++i) {
       const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a.at(i, s)));
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
