@@ -187,8 +187,10 @@ private:
 // a Zen 4 VM (L1 32 KiB, L2 1 MiB) in one process, kc = 1024 against 256 (nc = 512): fp32
 // 2048^3 3% faster on one core and 8% on two, 1024^3 9% on one, 4096 x 64 x 1024 8% on
 // one, AVX2 (capped) 2048^3 1.2x; VDPBF16PS against kc = 768 and nc = 384, 2048^3 and
-// 1024^3 4-7%; 256^3 level. The panels then stream from L2 and L3 under the micro-kernel's
-// prefetches.
+// 1024^3 4-7%; 256^3 level. The panels then stream from L2 and L3 (the AVX-512 FMA kernel
+// prefetches B, the AVX-512 kernels the next A panel, the hardware the rest). Not measured
+// on Intel CPUs. A thread's scratch holds up to mc x kc of packed A (12 MiB in fp32) and
+// kc x nc of packed B (2 MiB).
 enum class step_kind { floats, swapped_pairs, bf16_pairs };
 
 template <class Path, class Packed, int MR, int NR, step_kind Steps, std::int64_t KC, std::int64_t MC, std::int64_t NC>
@@ -241,12 +243,12 @@ struct path_traits {
   // only while C is one column block wide (a_read_in_place).
   static constexpr bool reads_a_in_place = false;
   static constexpr bool packs_crowded_rows = true; // see rows_overflow_l1_set
+  static constexpr std::int64_t in_place_k_multiple = Steps == step_kind::floats ? 1 : 2;
+  static constexpr bool in_place_when_wide = Steps != step_kind::floats;
 
   // Whether Path::micro(rows, ...) computes and writes only its first `rows` rows (else a
   // whole MR-row tile).
   static constexpr bool exact_rows = true;
-  static constexpr std::int64_t in_place_k_multiple = Steps == step_kind::floats ? 1 : 2;
-  static constexpr bool in_place_when_wide = Steps != step_kind::floats;
 };
 
 template <step_kind Steps>
@@ -567,9 +569,9 @@ std::optional<rows_first_plan> plan_rows_first(const problem<In>& p, std::int64_
   rows_first_plan plan{};
   plan.b_panels = (p.n + Path::nr - 1) / Path::nr;
   plan.k_blocks = (p.k + Path::kc - 1) / Path::kc;
-  plan.b_block_size = plan.b_panels * Path::nr * Path::steps(std::min(Path::kc, p.k));
-  plan.b_size = (plan.k_blocks - 1) * plan.b_block_size +
-                plan.b_panels * Path::nr * Path::steps(p.k - (plan.k_blocks - 1) * Path::kc);
+  plan.b_block_size = plan.b_panels * Path::nr * Path::steps(Path::kc);
+  const std::int64_t last_steps = k_block_of<Path>(p, (plan.k_blocks - 1) * Path::kc).steps;
+  plan.b_size = (plan.k_blocks - 1) * plan.b_block_size + plan.b_panels * Path::nr * last_steps;
   plan.a_panels = (p.m + Path::mr - 1) / Path::mr;
   const std::int64_t c_row_bytes = p.n * static_cast<std::int64_t>(sizeof(float));
   const std::int64_t chunks =
@@ -668,8 +670,8 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
       blk.row = ic;
       blk.rows = mb;
 
-      // The A block -> panels of mr rows (kept in L3; each stays in L1 while it is used),
-      // except where the micro-kernel reads A in place: then only a last, partial panel.
+      // The A block -> panels of mr rows, except where the micro-kernel reads A in place:
+      // then only a last, partial panel.
       blk.packed_from = a_read_in_place<Path>(p, blk.kb) ? mb / mr * mr : 0;
       const std::int64_t packed_panels = a_panels - blk.packed_from / mr;
       packed* packed_a = thread_scratch<scratch_use::packed_a>().get<packed>(packed_panels * mr * blk.steps);
@@ -689,7 +691,7 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
         blk.cols = std::min(Path::nc, p.n - jc);
         const std::int64_t b_panels = (blk.cols + nr - 1) / nr;
 
-        // The B block -> panels of nr columns (kept in L2; streamed by the micro-kernel).
+        // The B block -> panels of nr columns (streamed by the micro-kernel).
         packed* packed_b = thread_scratch<scratch_use::packed_b>().get<packed>(b_panels * nr * blk.steps);
         const panel_source<In> b_source{p.trans_b ? p.b + jc * p.ldb + pc : p.b + pc * p.ldb + jc, p.ldb, !p.trans_b};
         const std::int64_t b_grain = grain_for(b_panels);

@@ -67,14 +67,14 @@ struct a_in_place {
 // instantiated for each row count. A last panel of 4 rows under a 12-row kernel otherwise
 // costs as much as a whole one (m = 16: a third of the work wasted; m = 1: eleven twelfths).
 template <class F, int... R>
-void with_fewer_rows(int rows, F& f, std::integer_sequence<int, R...>) {
+void with_rows_of(int rows, F& f, std::integer_sequence<int, R...>) {
   (void)((rows == R + 1 && (f.template operator()<R + 1>(), true)) || ...);
 }
 
 template <int MR, class F>
 void with_rows(int rows, F&& f) {
-  if (rows == MR) return f.template operator()<MR>();
-  with_fewer_rows(rows, f, std::make_integer_sequence<int, MR - 1>{});
+  if (rows == MR) return f.template operator()<MR>(); // whole panels, nearly every call
+  with_rows_of(rows, f, std::make_integer_sequence<int, MR>{});
 }
 
 // ---- portable --------------------------------------------------------------------------------
@@ -158,12 +158,12 @@ XLITE_TARGET_AVX2 inline void micro_kernel_avx2(std::int64_t steps, A a, const f
 // ---- AVX-512: float steps (FMA) and bf16-pair steps (VDPBF16PS) ---------------------------------
 
 // The store and the start of a zmm tile are the same for both step kinds.
-template <int MR, int NV>
-XLITE_TARGET_AVX512 inline void start_tile_avx512(__m512 (&acc)[MR][NV], const float* c, std::int64_t ldc,
+template <int Rows, int NV>
+XLITE_TARGET_AVX512 inline void start_tile_avx512(__m512 (&acc)[Rows][NV], const float* c, std::int64_t ldc,
                                                   const tile_update& update) {
   const __m512 start = _mm512_set1_ps(update.start_scale);
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
+  for (int i = 0; i < Rows; ++i) {
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       acc[i][v] = update.start_scale == 0.0f ? _mm512_setzero_ps()
@@ -172,12 +172,12 @@ XLITE_TARGET_AVX512 inline void start_tile_avx512(__m512 (&acc)[MR][NV], const f
   }
 }
 
-template <int MR, int NV>
-XLITE_TARGET_AVX512 inline void write_tile_avx512(const __m512 (&acc)[MR][NV], float* c, std::int64_t ldc,
+template <int Rows, int NV>
+XLITE_TARGET_AVX512 inline void write_tile_avx512(const __m512 (&acc)[Rows][NV], float* c, std::int64_t ldc,
                                                   const tile_update& update) {
   const __m512 alpha = _mm512_set1_ps(update.alpha);
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
+  for (int i = 0; i < Rows; ++i) {
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       _mm512_storeu_ps(c + i * ldc + 16 * v, update.alpha == 1.0f ? acc[i][v] : _mm512_mul_ps(alpha, acc[i][v]));
@@ -195,8 +195,9 @@ XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, A a, con
   for (std::int64_t s = 0; s < steps; ++s) {
     // The next A panel, which the driver takes after this one's last tile: into L2 early.
     _mm_prefetch(static_cast<const char*>(a.ahead(steps, s)), _MM_HINT_T1);
-    // B streams from L2: its step 4 ahead into L1 (5% at 2048^3; 2 and 8 measured worse),
-    // the last step again near the end (no pointer past the panel).
+    // B streams from L2 or L3: its step 4 ahead into L1 (5% at 2048^3 on Sapphire Rapids
+    // with kc = 256; 2 and 8 measured worse), the last step again near the end (no pointer
+    // past the panel).
     const std::int64_t b_next = s + b_ahead < steps ? s + b_ahead : steps - 1;
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) _mm_prefetch(reinterpret_cast<const char*>(b + b_next * NR + 16 * v), _MM_HINT_T0);
@@ -213,7 +214,7 @@ XLITE_TARGET_AVX512 inline void micro_kernel_avx512(std::int64_t steps, A a, con
   write_tile_avx512(acc, c, ldc, update);
 }
 
-template <int Rows, int NV, class A = packed_a<std::uint32_t, Rows>>
+template <int Rows, int NV, class A>
 XLITE_TARGET_AVX512_BF16 inline void micro_kernel_avx512_bf16(std::int64_t steps, A a, const std::uint32_t* b, float* c,
                                                               std::int64_t ldc, const tile_update& update) {
   constexpr int NR = 16 * NV;
