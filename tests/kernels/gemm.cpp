@@ -352,12 +352,15 @@ TEST_CASE("gemm's epilogue sees every region of C once, after C is final", "[gem
     bool final = true;
   };
   // n = 1000 is wider than every path's column block (the blocked order), n = 70 narrower
-  // (rows first); k = 2100 is three k blocks, so the last one must be the one that calls it.
-  for (const auto& [threads, n] : {std::tuple{1, 1000}, std::tuple{2, 1000}, std::tuple{1, 70}, std::tuple{2, 70}}) {
-    INFO("threads " << threads << ", n " << n);
+  // (rows first), and m = 40 on two threads too few rows to share (the blocked order, its
+  // threads splitting columns); k = 2100 is three k blocks, so the last one must be the
+  // one that calls it.
+  for (const auto& [threads, m, n] : {std::tuple{1, 333, 1000}, std::tuple{2, 333, 1000}, std::tuple{1, 333, 70},
+                                      std::tuple{2, 333, 70}, std::tuple{2, 40, 70}}) {
+    INFO("threads " << threads << ", m " << m << ", n " << n);
     xlite::thread_pool pool(static_cast<std::size_t>(threads));
     xlite::scoped_thread_pool use(pool);
-    const std::int64_t m = 333, k = 2100;
+    const std::int64_t k = 2100;
     std::vector<float> a(static_cast<std::size_t>(m * k), 0.5f);
     std::vector<float> b(static_cast<std::size_t>(k * n), 0.25f);
     std::vector<float> c(static_cast<std::size_t>(m * n));
