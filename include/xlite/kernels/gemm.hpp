@@ -401,6 +401,17 @@ struct problem {
   bool flush_denormals;    // bf16 numerics
 };
 
+// op(A) from row `row` and op(B) from column `col`, both from k = depth on, as the packing
+// routines read them.
+template <class In>
+panel_source<In> a_source(const problem<In>& p, std::int64_t row, std::int64_t depth) {
+  return {p.trans_a ? p.a + depth * p.lda + row : p.a + row * p.lda + depth, p.lda, p.trans_a};
+}
+template <class In>
+panel_source<In> b_source(const problem<In>& p, std::int64_t col, std::int64_t depth) {
+  return {p.trans_b ? p.b + col * p.ldb + depth : p.b + depth * p.ldb + col, p.ldb, !p.trans_b};
+}
+
 // Runs body(task) for task in [0, count), on the pool's threads when `pool` is set.
 template <class Body>
 void for_tasks(thread_pool* pool, std::int64_t count, std::int64_t grain, Body&& body) {
@@ -621,10 +632,8 @@ void run_row_chunk(const problem<In>& p, const rows_first_plan& plan, std::int64
       // is read in place).
       packed* packed_a =
           thread_scratch<scratch_use::packed_a>().get<packed>((a_panels - blk.packed_from / mr) * mr * blk.steps);
-      const std::int64_t from = row + blk.packed_from;
-      const In* first = p.trans_a ? p.a + blk.depth * p.lda + from : p.a + from * p.lda + blk.depth;
       if (blk.packed_from < rows) {
-        Path::pack_a(packed_a, panel_source<In>{first, p.lda, p.trans_a}, rows - blk.packed_from, blk.kb);
+        Path::pack_a(packed_a, a_source(p, row + blk.packed_from, blk.depth), rows - blk.packed_from, blk.kb);
       }
       blk.packed_a = packed_a;
       multiply_panels(p, blk, 0, a_panels, 0, plan.b_panels);
@@ -651,8 +660,7 @@ void run_rows_first(const problem<In>& p, const rows_first_plan& plan, thread_po
     if (b_packed_for_call != call) {
       for (std::int64_t q = 0; q < plan.k_blocks; ++q) {
         const panel_block<Path> blk = k_block_of<Path>(p, q * Path::kc);
-        const In* first = p.trans_b ? p.b + blk.depth : p.b + blk.depth * p.ldb;
-        Path::pack_b(packed_b + q * plan.b_block_size, panel_source<In>{first, p.ldb, !p.trans_b}, p.n, blk.kb);
+        Path::pack_b(packed_b + q * plan.b_block_size, b_source(p, 0, blk.depth), p.n, blk.kb);
       }
       b_packed_for_call = call;
     }
@@ -689,14 +697,11 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
       blk.packed_from = a_read_in_place<Path>(p, blk.kb) ? mb / mr * mr : 0;
       const std::int64_t packed_panels = a_panels - blk.packed_from / mr;
       packed* packed_a = thread_scratch<scratch_use::packed_a>().get<packed>(packed_panels * mr * blk.steps);
-      const panel_source<In> a_source{p.trans_a ? p.a + pc * p.lda + ic : p.a + ic * p.lda + pc, p.lda, p.trans_a};
       const std::int64_t a_grain = grain_for(packed_panels);
       for_tasks(pool, (packed_panels + a_grain - 1) / a_grain, 1, [&](std::int64_t task) {
         const std::int64_t first = blk.packed_from + task * a_grain * mr;
-        panel_source<In> part = a_source;
-        part.data += p.trans_a ? first : first * p.lda;
-        Path::pack_a(packed_a + (first - blk.packed_from) * blk.steps, part, std::min(a_grain * mr, mb - first),
-                     blk.kb);
+        Path::pack_a(packed_a + (first - blk.packed_from) * blk.steps, a_source(p, ic + first, pc),
+                     std::min(a_grain * mr, mb - first), blk.kb);
       });
       blk.packed_a = packed_a;
 
@@ -707,13 +712,11 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
 
         // The B block -> panels of nr columns (streamed by the micro-kernel).
         packed* packed_b = thread_scratch<scratch_use::packed_b>().get<packed>(b_panels * nr * blk.steps);
-        const panel_source<In> b_source{p.trans_b ? p.b + jc * p.ldb + pc : p.b + pc * p.ldb + jc, p.ldb, !p.trans_b};
         const std::int64_t b_grain = grain_for(b_panels);
         for_tasks(pool, (b_panels + b_grain - 1) / b_grain, 1, [&](std::int64_t task) {
           const std::int64_t first = task * b_grain * nr;
-          panel_source<In> part = b_source;
-          part.data += p.trans_b ? first * p.ldb : first;
-          Path::pack_b(packed_b + first * blk.steps, part, std::min(b_grain * nr, blk.cols - first), blk.kb);
+          Path::pack_b(packed_b + first * blk.steps, b_source(p, jc + first, pc),
+                       std::min(b_grain * nr, blk.cols - first), blk.kb);
         });
         blk.packed_b = packed_b;
 
