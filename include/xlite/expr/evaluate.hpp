@@ -25,11 +25,6 @@
 #include <type_traits>
 #include <utility>
 
-#include <boost/hana/all_of.hpp>
-#include <boost/hana/find_if.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/unpack.hpp>
-
 #include "xlite/core/shape.hpp"
 #include "xlite/core/thread_pool.hpp"
 #include "xlite/expr/graph.hpp"
@@ -44,21 +39,27 @@ namespace xlite::expr {
 
 // The element type whose lanes every batch of the loop has: the first non-bool element
 // type in the tree (int32 lanes for an all-bool expression).
+template <class PostOrder>
+struct first_non_bool {
+  using type = std::int32_t;
+};
+template <class S, class... Rest>
+struct first_non_bool<type_list<S, Rest...>>
+    : std::conditional_t<std::is_same_v<typename S::value_type, bool>, first_non_bool<type_list<Rest...>>,
+                         std::type_identity<typename S::value_type>> {};
 template <class E>
-using lane_type_t =
-    typename std::remove_cvref_t<decltype(hana::find_if(post_order(hana::type_c<E>), [](auto sub) {
-                                            using V = typename decltype(sub)::type::value_type;
-                                            return hana::bool_c<!std::is_same_v<V, bool>>;
-                                          }).value_or(hana::type_c<scalar<std::int32_t>>))>::type::value_type;
+using lane_type_t = typename first_non_bool<post_order_t<E>>::type;
 
 // Whether E can run in SIMD batches: all its element types have batches of the lane
 // type's width (a cast between float and double, or int8 data, takes the scalar loop).
+template <class V, class L>
+inline constexpr bool fits_lanes_v = std::is_same_v<V, bool> || (kernels::simd_element_v<V> && sizeof(V) == sizeof(L));
+template <class L, class PostOrder>
+inline constexpr bool simd_lanes_v = false;
+template <class L, class... Ts>
+inline constexpr bool simd_lanes_v<L, type_list<Ts...>> = (fits_lanes_v<typename Ts::value_type, L> && ...);
 template <class E>
-inline constexpr bool simd_evaluable_v = decltype(hana::all_of(post_order(hana::type_c<E>), [](auto sub) {
-  using V = typename decltype(sub)::type::value_type;
-  return hana::bool_c < std::is_same_v<V, bool> ||
-         (kernels::simd_element_v<V> && sizeof(V) == sizeof(lane_type_t<E>)) > ;
-}))::value;
+inline constexpr bool simd_evaluable_v = simd_lanes_v<lane_type_t<E>, post_order_t<E>>;
 
 // ---- memory leaves, in tree order -------------------------------------------------------------
 
@@ -254,31 +255,31 @@ void for_each_occurrence(const E& e, F& f) {
 }
 
 template <class E>
-using repeated_t = decltype(repeated_subexpressions(hana::type_c<std::remove_cvref_t<E>>));
-template <class E>
-inline constexpr std::size_t repeated_count_v = decltype(hana::length(repeated_t<E>{}))::value;
+inline constexpr std::size_t repeated_count_v = repeated_t<E>::size;
+
+// Whether all occurrences of node type S in e are the same computation.
+template <class S, class E>
+bool occurrences_agree(const E& e) {
+  const S* first = nullptr;
+  bool same = true;
+  auto compare = [&](const S& occurrence) {
+    if (first == nullptr) {
+      first = &occurrence;
+    } else {
+      same = same && same_computation(*first, occurrence);
+    }
+  };
+  for_each_occurrence<S>(e, compare);
+  return same;
+}
 
 // For each node type that occurs more than once in e, whether all its occurrences are the
 // same computation, so that the evaluator computes it once per element and reuses it.
 template <class E>
 std::array<bool, repeated_count_v<E>> find_shared(const E& e) {
-  std::array<bool, repeated_count_v<E>> shared{};
-  std::size_t k = 0;
-  hana::for_each(repeated_t<E>{}, [&](auto type) {
-    using S = typename decltype(type)::type;
-    const S* first = nullptr;
-    bool same = true;
-    auto compare = [&](const S& occurrence) {
-      if (first == nullptr) {
-        first = &occurrence;
-      } else {
-        same = same && same_computation(*first, occurrence);
-      }
-    };
-    for_each_occurrence<S>(e, compare);
-    shared[k++] = same;
-  });
-  return shared;
+  return [&]<class... S>(type_list<S...>) {
+    return std::array<bool, sizeof...(S)>{occurrences_agree<S>(e)...};
+  }(repeated_t<E>{});
 }
 
 // How many subexpressions of e the evaluator computes once and reuses (for tests and for
@@ -295,23 +296,22 @@ using value_t = std::conditional_t<std::is_same_v<T, bool>, kernels::mask_t<L, A
 
 // The values of shared subexpressions at the current position: created afresh for every
 // element or batch, so a value is computed at its first use and read at the others.
-template <class Arch, class L, class Repeated, std::size_t N>
-struct sharing_context {
-  const std::array<bool, N>& shared;
-  std::array<bool, N> ready{};
-  decltype(hana::unpack(Repeated{}, [](auto... t) {
-    return std::tuple<value_t<typename decltype(t)::type::value_type, L, Arch>...>{};
-  })) values{};
+template <class Arch, class L, class Repeated>
+struct sharing_context;
+template <class Arch, class L, class... Repeated>
+struct sharing_context<Arch, L, type_list<Repeated...>> {
+  static constexpr std::size_t count = sizeof...(Repeated);
+  const std::array<bool, count>& shared;
+  std::array<bool, count> ready{};
+  std::tuple<value_t<typename Repeated::value_type, L, Arch>...> values{};
 
-  // S's slot, or N when S is not a repeated type.
+  // S's slot, or count when S is not a repeated type.
   template <class S>
   static constexpr std::size_t index_of() {
-    return hana::unpack(Repeated{}, [](auto... type) {
-      constexpr bool same[] = {std::is_same_v<S, typename decltype(type)::type>..., true};
-      std::size_t k = 0;
-      while (!same[k]) ++k;
-      return k;
-    });
+    constexpr bool same[] = {std::is_same_v<S, Repeated>..., true};
+    std::size_t k = 0;
+    while (!same[k]) ++k;
+    return k;
   }
 };
 
@@ -507,7 +507,7 @@ struct bound_root {
 
   template <class Arch, class L, bool Contiguous>
   auto get(std::int64_t j) const {
-    sharing_context<Arch, L, repeated_t<E>, repeated_count_v<E>> context{shared};
+    sharing_context<Arch, L, repeated_t<E>> context{shared};
     return tree.template eval<Arch, L, Contiguous>(j, context);
   }
 };

@@ -16,13 +16,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include <boost/hana/append.hpp>
-#include <boost/hana/contains.hpp>
-#include <boost/hana/count.hpp>
-#include <boost/hana/flatten.hpp>
 #include <boost/hana/fold_left.hpp>
-#include <boost/hana/length.hpp>
-#include <boost/hana/transform.hpp>
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
@@ -32,6 +26,79 @@
 namespace xlite::expr {
 
 namespace hana = boost::hana;
+
+// ---- the walks, over plain type lists ----------------------------------------------------
+//
+// Post order and the repeated nodes are computed by pack expansion over type_list, and
+// handed to users as hana tuples: Hana's algorithms (transform, flatten, fold_left with
+// count and contains) instantiate a tuple and a closure at every step, and took a quarter
+// of the time of compiling one expression's evaluation.
+
+template <class... Ts>
+struct type_list {
+  static constexpr std::size_t size = sizeof...(Ts);
+};
+
+template <class... Lists>
+struct concat {
+  using type = type_list<>;
+};
+template <class... A>
+struct concat<type_list<A...>> {
+  using type = type_list<A...>;
+};
+template <class... A, class... B, class... Rest>
+struct concat<type_list<A...>, type_list<B...>, Rest...> : concat<type_list<A..., B...>, Rest...> {};
+
+// Every subexpression of E, operands before the nodes that use them, E last.
+template <class E>
+struct post_order_of {
+  using type = type_list<E>;
+};
+template <op O, class T, class... Operands>
+struct post_order_of<node<O, T, Operands...>>
+    : concat<typename post_order_of<Operands>::type..., type_list<node<O, T, Operands...>>> {};
+template <class To, class Operand>
+struct post_order_of<cast_node<To, Operand>>
+    : concat<typename post_order_of<Operand>::type, type_list<cast_node<To, Operand>>> {};
+template <class E>
+using post_order_t = typename post_order_of<std::remove_cvref_t<E>>::type;
+
+// The list with S appended unless it holds S already.
+template <class List, class S>
+struct append_new;
+template <class... Ts, class S>
+struct append_new<type_list<Ts...>, S> {
+  using type = std::conditional_t<(std::is_same_v<S, Ts> || ...), type_list<Ts...>, type_list<Ts..., S>>;
+};
+
+template <class Found, class Candidates>
+struct without_repeats {
+  using type = Found;
+};
+template <class Found, class S, class... Rest>
+struct without_repeats<Found, type_list<S, Rest...>>
+    : without_repeats<typename append_new<Found, S>::type, type_list<Rest...>> {};
+
+template <class S, class... Ts>
+inline constexpr std::size_t count_of_v = (std::size_t{std::is_same_v<S, Ts>} + ... + 0);
+
+// The node types that occur more than once in a post order, each once, in that order.
+template <class PostOrder>
+struct repeated_nodes;
+template <class... Ts>
+struct repeated_nodes<type_list<Ts...>>
+    : without_repeats<type_list<>, typename concat<std::conditional_t<is_node_v<Ts> && (count_of_v<Ts, Ts...> > 1),
+                                                                      type_list<Ts>, type_list<>>...>::type> {};
+template <class E>
+using repeated_t = typename repeated_nodes<post_order_t<E>>::type;
+
+template <class... Ts>
+constexpr auto as_hana_tuple(type_list<Ts...>) {
+  return hana::tuple_t<Ts...>;
+}
+
+// ---- what users read --------------------------------------------------------------------
 
 // The operand types of E, as a hana::tuple of types.
 template <class E>
@@ -49,14 +116,12 @@ constexpr auto operand_types(hana::basic_type<cast_node<To, Operand>>) {
 
 // Every subexpression of E, operands before the nodes that use them, E last.
 template <class E>
-constexpr auto post_order(hana::basic_type<E> e) {
-  return hana::append(
-      hana::flatten(hana::transform(operand_types(e), [](auto operand) { return post_order(operand); })), e);
+constexpr auto post_order(hana::basic_type<E>) {
+  return as_hana_tuple(post_order_t<E>{});
 }
 
 template <class E>
-inline constexpr std::size_t node_count_v =
-    decltype(hana::length(post_order(hana::type_c<std::remove_cvref_t<E>>)))::value;
+inline constexpr std::size_t node_count_v = post_order_t<E>::size;
 
 template <class E>
 constexpr std::size_t depth(hana::basic_type<E> e) {
@@ -70,17 +135,8 @@ inline constexpr std::size_t depth_v = depth(hana::type_c<std::remove_cvref_t<E>
 // The node types that occur more than once in E, in evaluation order: the candidates for
 // common-subexpression elimination (the evaluator shares those whose leaves are the same).
 template <class E>
-constexpr auto repeated_subexpressions(hana::basic_type<E> e) {
-  constexpr auto all = post_order(e);
-  return hana::fold_left(all, hana::make_tuple(), [](auto found, auto sub) {
-    using S = typename decltype(sub)::type;
-    if constexpr (is_node_v<S> && decltype(hana::count(all, sub))::value > 1 &&
-                  !decltype(hana::contains(found, sub))::value) {
-      return hana::append(found, sub);
-    } else {
-      return found;
-    }
-  });
+constexpr auto repeated_subexpressions(hana::basic_type<E>) {
+  return as_hana_tuple(repeated_t<E>{});
 }
 
 // ---- signature ------------------------------------------------------------------------
