@@ -195,9 +195,10 @@ struct accumulators {
   }
 };
 
-// Accumulates positions [j, stop) of the expression's current row.
+// Accumulates positions [j, stop) of the expression's current row. Flattened as run_row is.
 template <op O, class Arch, class L, bool Contiguous, class R, class B>
-void accumulate_row(const B& bound_row, std::int64_t j, std::int64_t stop, accumulators<O, R, Arch>& acc) {
+[[gnu::flatten]] void accumulate_row(const B& bound_row, std::int64_t j, std::int64_t stop,
+                                     accumulators<O, R, Arch>& acc) {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
   constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
@@ -235,10 +236,10 @@ R reduce_block(B expr, const reduction_plan<Leaves>& plan, std::int64_t p, std::
 }
 
 // Output rows [p][c_begin, c_end) with the innermost dimension kept: each output element
-// accumulates its reduced positions in order, SIMD across outputs.
+// accumulates its reduced positions in order, SIMD across outputs. Flattened as run_row is.
 template <op O, class Arch, class L, class R, class B, std::size_t Leaves>
-void reduce_columns(B expr, const reduction_plan<Leaves>& plan, R* out_row, std::int64_t p, std::int64_t c_begin,
-                    std::int64_t c_end) {
+[[gnu::flatten]] void reduce_columns(B expr, const reduction_plan<Leaves>& plan, R* out_row, std::int64_t p,
+                                     std::int64_t c_begin, std::int64_t c_end) {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
   constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);

@@ -67,43 +67,42 @@ decltype(auto) visit_compute(dtype t, F&& f) {
   });
 }
 
-// out[i] = f(in[0][i], ...) for i < n: SIMD batches, then a scalar tail.
+// out[i] = f(a[i], ...) for i < n under Arch: SIMD batches, then a scalar tail. The
+// pointers are plain parameters, not captures or an array: a SIMD store may alias any
+// memory, so the compiler would reload those after every store. Flattened, so that f (exp,
+// say) is inlined into the loop at -O2 too, not called once per batch.
+template <class Arch, std::size_t Arity, class R, class T, class F>
+[[gnu::flatten]] void map_batches(F f, R* out, const T* a, const T* b, const T* c, std::int64_t n) {
+  using V = kernels::batch_t<T, Arch>;
+  constexpr auto width = static_cast<std::int64_t>(kernels::lanes<T, Arch>);
+  std::int64_t i = 0;
+  if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+    for (; i + width <= n; i += width) {
+      if constexpr (Arity == 1) {
+        f(V::load_unaligned(a + i)).store_unaligned(out + i);
+      } else if constexpr (Arity == 2) {
+        f(V::load_unaligned(a + i), V::load_unaligned(b + i)).store_unaligned(out + i);
+      } else {
+        f(V::load_unaligned(a + i), V::load_unaligned(b + i), V::load_unaligned(c + i)).store_unaligned(out + i);
+      }
+    }
+  }
+  for (; i < n; ++i) {
+    if constexpr (Arity == 1) {
+      out[i] = static_cast<R>(f(a[i]));
+    } else if constexpr (Arity == 2) {
+      out[i] = static_cast<R>(f(a[i], b[i]));
+    } else {
+      out[i] = static_cast<R>(f(a[i], b[i], c[i]));
+    }
+  }
+}
+
+// out[i] = f(in[0][i], ...) for i < n, on the widest path active.
 template <std::size_t Arity, class R, class T, class F>
 void map_lanes(F f, R* out, const std::array<const T*, 3>& in, std::int64_t n) {
   constexpr bool simd = kernels::simd_element_v<T> && std::is_same_v<R, T>;
-  kernels::dispatch<simd>([&](auto arch) {
-    // Plain locals, not captures or the array: a SIMD store may alias any memory, so the
-    // compiler would reload those after every store.
-    R* const out_ = out;
-    const T* const a = in[0];
-    const T* const b = in[1];
-    const T* const c = in[2];
-    const std::int64_t n_ = n;
-    using Arch = decltype(arch);
-    using V = kernels::batch_t<T, Arch>;
-    constexpr auto width = static_cast<std::int64_t>(kernels::lanes<T, Arch>);
-    std::int64_t i = 0;
-    if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
-      for (; i + width <= n_; i += width) {
-        if constexpr (Arity == 1) {
-          f(V::load_unaligned(a + i)).store_unaligned(out_ + i);
-        } else if constexpr (Arity == 2) {
-          f(V::load_unaligned(a + i), V::load_unaligned(b + i)).store_unaligned(out_ + i);
-        } else {
-          f(V::load_unaligned(a + i), V::load_unaligned(b + i), V::load_unaligned(c + i)).store_unaligned(out_ + i);
-        }
-      }
-    }
-    for (; i < n_; ++i) {
-      if constexpr (Arity == 1) {
-        out_[i] = static_cast<R>(f(a[i]));
-      } else if constexpr (Arity == 2) {
-        out_[i] = static_cast<R>(f(a[i], b[i]));
-      } else {
-        out_[i] = static_cast<R>(f(a[i], b[i], c[i]));
-      }
-    }
-  });
+  kernels::dispatch<simd>([&](auto arch) { map_batches<decltype(arch), Arity>(f, out, in[0], in[1], in[2], n); });
 }
 
 template <op O, class T>
