@@ -3,6 +3,7 @@
 // this file failing to compile is the failure.
 #include <xlite/expr.hpp>
 
+#include <boost/hana/equal.hpp>
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -32,6 +33,35 @@ TEST_CASE("node_count and depth count leaves and ops", "[graph]") {
   static_assert(node_count_v<decltype(xlite::exp(-x * x) * b + xlite::tanh(a))> == 10);
   static_assert(depth_v<decltype(xlite::relu(a * x + b))> == 4);
   static_assert(node_count_v<xlite::expr::tensor_ref<float>> == 1);
+  SUCCEED();
+}
+
+TEST_CASE("post_order and repeated_subexpressions list nodes in evaluation order", "[graph][cse]") {
+  namespace hana = boost::hana;
+  const auto ax = a * x;
+  const auto e = (ax + b) * xlite::exp(ax + b) + ax;
+  using T = xlite::expr::tensor_ref<float>;
+  using M = std::remove_cvref_t<decltype(ax)>;
+  using S = std::remove_cvref_t<decltype(ax + b)>;
+  using X = std::remove_cvref_t<decltype(xlite::exp(ax + b))>;
+  using P = std::remove_cvref_t<decltype((ax + b) * xlite::exp(ax + b))>;
+  using E = std::remove_cvref_t<decltype(e)>;
+  static_assert(xlite::expr::post_order(hana::type_c<E>) ==
+                hana::tuple_t<T, T, M, T, S, T, T, M, T, S, X, P, T, T, M, E>);
+  // Nodes met more than once, by their first occurrence; leaves are never listed.
+  static_assert(xlite::expr::repeated_subexpressions(hana::type_c<E>) == hana::tuple_t<M, S>);
+  static_assert(xlite::expr::repeated_subexpressions(hana::type_c<M>) == hana::tuple_t<>);
+  static_assert(xlite::expr::repeated_count_v<decltype(e)> == 2);
+  CHECK(xlite::expr::shared_subexpression_count(e) == 2);
+}
+
+TEST_CASE("the lane type is the first element type that is not bool", "[graph]") {
+  const tensor<bool> m{true, false, true};
+  static_assert(std::is_same_v<xlite::expr::lane_type_t<decltype(m && (i > 1))>, std::int32_t>);
+  static_assert(std::is_same_v<xlite::expr::lane_type_t<decltype((a > x) && m)>, float>);
+  static_assert(std::is_same_v<xlite::expr::lane_type_t<decltype(!m)>, std::int32_t>); // all bool
+  static_assert(xlite::expr::simd_evaluable_v<decltype((a > x) && m)>);
+  static_assert(!xlite::expr::simd_evaluable_v<decltype(xlite::cast<double>(a) + 1.0)>);
   SUCCEED();
 }
 
