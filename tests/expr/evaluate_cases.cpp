@@ -1,6 +1,7 @@
 // The fused loop of expr/evaluate.hpp on the edges of its domain: empty and rank-0 tensors,
 // expressions that own the temporaries they were built from, shared subexpressions
-// (computed once only where the same leaves repeat) and nested wheres on one condition.
+// (computed once only where the same leaves repeat), each op rounded on its own and nested
+// wheres on one condition.
 
 #include "reference.hpp"
 
@@ -90,6 +91,38 @@ TEST_CASE("evaluate: a repeated subexpression gives the values of the unshared e
     CHECK(xlite::expr::shared_subexpression_count(distinct) == 0);
     CHECK(bitwise_equal(tensor<float>(distinct), tensor<float>(ab * xlite::sqrt(xlite::abs(cb)) / (ab + 3.0f))));
   });
+}
+
+TEST_CASE("evaluate: an op's value is rounded before the op that uses it", "[evaluate][rounding]") {
+  // gelu ends in a product, and exp in one on paths without AVX-512's vscalefps: inlined
+  // into the loop, g++ would fuse that product with the addition or the reduction that
+  // uses it on FMA targets. The fused results must equal those of the op evaluated alone.
+  // x reaches below -87, where exp is subnormal. 3 x 37 has scalar tails on every path;
+  // the sums take rows of 48, whole batches on every path, because a reduction's batches
+  // start at each row and an element-wise loop's at the first element, and a batch and the
+  // scalar tail compute tanh, sin... differently.
+  rng g(31);
+  const tensor<float> x = random_tensor<float>(g, shape{3, 37}, -100, 10);
+  const tensor<float> y = random_tensor<float>(g, shape{3, 37}, -2, 2);
+  const tensor<float> rows = random_tensor<float>(g, shape{4, 48}, -100, 10);
+  const auto check = [&](const char* name, auto f) {
+    xlite_test::for_each_isa_path([&](xlite::isa) {
+      INFO(name << " on " << path_name());
+      const tensor<float> alone = f(x);
+      CHECK(bitwise_equal(tensor<float>(f(x) + y), tensor<float>(alone + y)));
+      CHECK(bitwise_equal(tensor<float>(y - f(x)), tensor<float>(y - alone)));
+      const tensor<float> rows_alone = f(rows);
+      CHECK(bitwise_equal(xlite::sum(f(rows), {0}), xlite::sum(rows_alone, {0})));
+      CHECK(bitwise_equal(xlite::sum(f(rows), {1}), xlite::sum(rows_alone, {1})));
+    });
+  };
+  check("gelu", [](const auto& t) { return xlite::gelu(t); });
+  check("exp", [](const auto& t) { return xlite::exp(t); });
+  check("sigmoid", [](const auto& t) { return xlite::sigmoid(t); });
+  check("tanh", [](const auto& t) { return xlite::tanh(t); });
+  check("sin", [](const auto& t) { return xlite::sin(t); });
+  check("log1p of abs", [](const auto& t) { return xlite::log1p(xlite::abs(t)); });
+  check("pow", [](const auto& t) { return xlite::pow(xlite::abs(t), 0.75f); });
 }
 
 TEST_CASE("evaluate: a where in a branch of a where on the same condition is merged", "[evaluate][where]") {

@@ -395,14 +395,18 @@ struct bound<node<O, T, Operands...>> {
     return eval_node<bound, Arch, L, Contiguous>(*this, j, context);
   }
 
+  // Each op's value is rounded on its own, as the native kernels' step() does: an op whose
+  // last step is a product (gelu; exp without AVX-512) would otherwise, inlined into the
+  // loop, be fused into one fma with an addition that uses it, on FMA targets only.
   template <class Arch, class L, bool Contiguous, class Context>
   auto compute(std::int64_t j, Context& context) const {
     return std::apply(
         [&](const auto&... o) {
-          const auto value = kernels::elementwise<O>{}(o.template eval<Arch, L, Contiguous>(j, context)...);
+          auto value = kernels::elementwise<O>{}(o.template eval<Arch, L, Contiguous>(j, context)...);
           if constexpr (std::is_same_v<T, bool> && !std::is_same_v<Arch, kernels::scalar_arch>) {
             return convert_mask<L>(value); // a comparison of non-L operands gives their mask type
           } else {
+            kernels::detail::round_separately(value);
             return value;
           }
         },
