@@ -6,7 +6,9 @@ the time of the same expression written with xtensor. Both files are compiled th
 number of times, alternating (a busy machine slows both alike), with the flags of the
 benchmarks; the ratio is of the fastest times, the least disturbed.
 
-    python3 benchmarks/compile_time/measure.py [--compiler g++] [--rounds 5] [-O2 -O3 ...]
+    python3 benchmarks/compile_time/measure.py [--compiler g++] [--rounds 5] [2 3 s ...]
+
+The levels are -O's arguments, one row each (2 and 3 by default).
 """
 
 from __future__ import annotations
@@ -38,10 +40,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--compiler", default="g++")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("levels", nargs="*", default=["-O2", "-O3"], help="optimisation flags, one row each")
+    parser.add_argument("levels", nargs="*", default=["2", "3"], help="-O levels, one row each")
     args = parser.parse_args()
     print(f"{'flags':6} {'xlite s':>8} {'xtensor s':>10} {'ratio':>6}   (fastest of {args.rounds}; medians)")
-    for level in args.levels:
+    for level in (f"-O{level}" for level in args.levels):
         times: dict[str, list[float]] = {name: [] for name in FILES}
         for _ in range(args.rounds):
             for name, source in FILES.items():

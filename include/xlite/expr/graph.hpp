@@ -1,8 +1,9 @@
 #pragma once
 
-// The compile-time graph of a static expression, with Boost.Hana: its subexpressions in
-// evaluation order, the ones that occur more than once (common subexpressions), its node
-// count, depth and a signature string. Users and tests can read all of it at compile time:
+// The compile-time graph of a static expression: its subexpressions in evaluation order,
+// the ones that occur more than once (common subexpressions), its node count, depth and a
+// signature string, given to users as Boost.Hana tuples and constants. Users and tests can
+// read all of it at compile time:
 //
 //   static_assert(xlite::expr::node_count_v<decltype(a * x + b)> == 5);
 //   static_assert(xlite::expr::signature<decltype(a * x + b)>() ==
@@ -39,6 +40,10 @@ struct type_list {
   static constexpr std::size_t size = sizeof...(Ts);
 };
 
+// The machinery behind post_order_t and repeated_t (not xlite::expr::detail, which would
+// hide xlite::detail from this namespace).
+namespace type_walks {
+
 template <class... Lists>
 struct concat {
   using type = type_list<>;
@@ -50,7 +55,7 @@ struct concat<type_list<A...>> {
 template <class... A, class... B, class... Rest>
 struct concat<type_list<A...>, type_list<B...>, Rest...> : concat<type_list<A..., B...>, Rest...> {};
 
-// Every subexpression of E, operands before the nodes that use them, E last.
+// post_order_t's walk.
 template <class E>
 struct post_order_of {
   using type = type_list<E>;
@@ -61,8 +66,6 @@ struct post_order_of<node<O, T, Operands...>>
 template <class To, class Operand>
 struct post_order_of<cast_node<To, Operand>>
     : concat<typename post_order_of<Operand>::type, type_list<cast_node<To, Operand>>> {};
-template <class E>
-using post_order_t = typename post_order_of<std::remove_cvref_t<E>>::type;
 
 // The list with S appended unless it holds S already.
 template <class List, class S>
@@ -90,13 +93,21 @@ template <class... Ts>
 struct repeated_nodes<type_list<Ts...>>
     : without_repeats<type_list<>, typename concat<std::conditional_t<is_node_v<Ts> && (count_of_v<Ts, Ts...> > 1),
                                                                       type_list<Ts>, type_list<>>...>::type> {};
-template <class E>
-using repeated_t = typename repeated_nodes<post_order_t<E>>::type;
 
 template <class... Ts>
 constexpr auto as_hana_tuple(type_list<Ts...>) {
   return hana::tuple_t<Ts...>;
 }
+
+} // namespace type_walks
+
+// Every subexpression of E, operands before the nodes that use them, E last.
+template <class E>
+using post_order_t = typename type_walks::post_order_of<std::remove_cvref_t<E>>::type;
+
+// The node types that occur more than once in E, each once, by first occurrence.
+template <class E>
+using repeated_t = typename type_walks::repeated_nodes<post_order_t<E>>::type;
 
 // ---- what users read --------------------------------------------------------------------
 
@@ -117,7 +128,7 @@ constexpr auto operand_types(hana::basic_type<cast_node<To, Operand>>) {
 // Every subexpression of E, operands before the nodes that use them, E last.
 template <class E>
 constexpr auto post_order(hana::basic_type<E>) {
-  return as_hana_tuple(post_order_t<E>{});
+  return type_walks::as_hana_tuple(post_order_t<E>{});
 }
 
 template <class E>
@@ -136,7 +147,7 @@ inline constexpr std::size_t depth_v = depth(hana::type_c<std::remove_cvref_t<E>
 // common-subexpression elimination (the evaluator shares those whose leaves are the same).
 template <class E>
 constexpr auto repeated_subexpressions(hana::basic_type<E>) {
-  return as_hana_tuple(repeated_t<E>{});
+  return type_walks::as_hana_tuple(repeated_t<E>{});
 }
 
 // ---- signature ------------------------------------------------------------------------
