@@ -52,6 +52,9 @@ TEST_CASE("post_order and repeated_subexpressions list nodes in evaluation order
   static_assert(xlite::expr::repeated_subexpressions(hana::type_c<E>) == hana::tuple_t<M, S>);
   static_assert(xlite::expr::repeated_subexpressions(hana::type_c<M>) == hana::tuple_t<>);
   static_assert(xlite::expr::repeated_count_v<decltype(e)> == 2);
+  // A const or reference type is the expression it names, for every walk.
+  static_assert(xlite::expr::post_order(hana::type_c<const E&>) == xlite::expr::post_order(hana::type_c<E>));
+  static_assert(xlite::expr::depth(hana::type_c<const E&>) == xlite::expr::depth_v<E>);
   CHECK(xlite::expr::shared_subexpression_count(e) == 2);
 }
 

@@ -75,6 +75,7 @@ struct append_new<type_list<Ts...>, S> {
   using type = std::conditional_t<(std::is_same_v<S, Ts> || ...), type_list<Ts...>, type_list<Ts..., S>>;
 };
 
+// Found, then each of Candidates that Found does not hold yet, in order.
 template <class Found, class Candidates>
 struct without_repeats {
   using type = Found;
@@ -135,13 +136,13 @@ template <class E>
 inline constexpr std::size_t node_count_v = post_order_t<E>::size;
 
 template <class E>
-constexpr std::size_t depth(hana::basic_type<E> e) {
-  return 1 + hana::fold_left(operand_types(e), std::size_t{0},
+constexpr std::size_t depth(hana::basic_type<E>) {
+  return 1 + hana::fold_left(operand_types(hana::type_c<std::remove_cvref_t<E>>), std::size_t{0},
                              [](std::size_t deepest, auto operand) { return std::max(deepest, depth(operand)); });
 }
 
 template <class E>
-inline constexpr std::size_t depth_v = depth(hana::type_c<std::remove_cvref_t<E>>);
+inline constexpr std::size_t depth_v = depth(hana::type_c<E>);
 
 // The node types that occur more than once in E, in evaluation order: the candidates for
 // common-subexpression elimination (the evaluator shares those whose leaves are the same).
