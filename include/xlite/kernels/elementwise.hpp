@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "xlite/core/op.hpp"
+#include "xlite/kernels/intrinsics.hpp"
 #include "xlite/kernels/simd.hpp"
 
 namespace xlite::kernels {
@@ -522,6 +523,9 @@ struct elementwise<op::pow> {
   }
 };
 
+// xsimd's float -> int32 conversion is an AVX-512 intrinsic once inlined.
+XLITE_INTRINSICS_BEGIN
+
 // cast<To> is the one op with a type parameter, so it is not an elementwise<op> functor.
 template <class To>
 struct cast_to {
@@ -534,6 +538,7 @@ struct cast_to {
     }
   }
 };
+XLITE_INTRINSICS_END
 
 // Whether elementwise<O> computes T -> T on values of T (uint8_t standing for bool): the
 // ops an element-wise node of that type can be, given that ir::elementwise casts integers
