@@ -21,6 +21,7 @@ TEST_CASE("reduce: integer reductions are exact; sum and prod accumulate in int6
   check_reduction<op::max, std::int32_t>(43, false);
   check_reduction<op::min, std::int64_t>(44, false);
   check_reduction<op::argmax, std::int64_t>(45, false);
+  check_reduction<op::argmax, std::int32_t>(147, true);
   check_reduction<op::sum, std::int64_t>(46, true);
   static_assert(
       std::is_same_v<decltype(xlite::sum(std::declval<const tensor<std::int32_t>&>())), tensor<std::int64_t>>);

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
+#include <vector>
 
 using Catch::Matchers::Contains;
 using xlite::op;
@@ -118,4 +120,98 @@ TEST_CASE("reduce: bad axes of max, min and argmax are index_errors naming the o
   CHECK_THROWS_WITH(xlite::argmax(x, {5}), Contains("argmax: axis 5"));
   CHECK_THROWS_AS(xlite::argmax(x, {0, 1}), xlite::index_error);
   CHECK_THROWS_WITH(xlite::argmax(x, {0, 1}), Contains("argmax") && Contains("one axis"));
+}
+
+// Where argmax's SIMD loop holds a candidate (which chain, lane, group of four batches, the
+// scalar tail, which block) must not change the answer. For every pair of positions i < j
+// (of a row of 85: on AVX-512 a group of four batches of 16, a batch, a tail; and a few
+// pairs across two blocks): equal maxima give i, a maximum then a NaN j, NaN at both i; in a
+// row, and down columns that SIMD runs across (one batch of 16 and a scalar column).
+TEST_CASE("reduce: argmax finds the first maximum or NaN at every pair of positions", "[reduce][special]") {
+  constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+  constexpr std::int64_t block = xlite::expr::reduction_block;
+  struct layout {
+    std::int64_t n;
+    std::vector<std::int64_t> positions;
+  };
+  std::vector<std::int64_t> all(85);
+  std::iota(all.begin(), all.end(), std::int64_t{0});
+  const std::vector<layout> layouts = {{85, all}, {block + 40, {0, 5, 63, block - 1, block, block + 17, block + 39}}};
+  xlite_test::for_each_isa_path([&](xlite::isa) {
+    for (const layout& l : layouts) {
+      constexpr float background = -3.0f; // below every value placed: no lane may start from 0
+      tensor<float> row(shape{l.n}, background);
+      tensor<float> columns(shape{l.n, 17}, background);
+      for (std::size_t a = 0; a < l.positions.size(); ++a) {
+        for (std::size_t b = a + 1; b < l.positions.size(); ++b) {
+          const std::int64_t i = l.positions[a], j = l.positions[b];
+          const auto check = [&](float at_i, float at_j, std::int64_t want) {
+            row(i) = at_i;
+            row(j) = at_j;
+            for (const std::int64_t c : {3, 16}) {
+              columns(i, c) = at_i;
+              columns(j, c) = at_j;
+            }
+            INFO(path_name() << ", " << l.n << " positions, " << at_i << " at " << i << ", " << at_j << " at " << j);
+            CHECK(xlite::argmax(row)() == want);
+            const tensor<std::int64_t> down = xlite::argmax(columns, {0});
+            CHECK((down(3) == want && down(16) == want && down(0) == 0));
+            row(i) = row(j) = background;
+            for (const std::int64_t c : {3, 16}) columns(i, c) = columns(j, c) = background;
+          };
+          check(2.0f, 2.0f, i);
+          check(2.0f, nan, j);
+          check(nan, nan, i);
+          check(nan, 2.0f, i);
+          check(1.0f, 2.0f, j);
+        }
+      }
+    }
+  });
+}
+
+// A float lane counts positions exactly only to 2^24: argmax down more rows than that takes
+// the scalar path, which counts in int64, rather than round a row to a float.
+TEST_CASE("reduce: argmax down more than 2^24 rows of float columns", "[reduce]") {
+  constexpr std::int64_t rows = (std::int64_t{1} << 24) + 3;
+  tensor<float> x(shape{rows, 2}, 0.0f);
+  x(5, 0) = 1.0f;
+  x(rows - 2, 1) = 1.0f; // 2^24 + 1, not a float
+  CHECK(xlite::argmax(x, {0}) == tensor<std::int64_t>{5, rows - 2});
+}
+
+// The element types argmax takes besides float and double: bool (the scalar path), int32
+// (SIMD), a cast between them; and signed zeros, which compare equal: the first one wins.
+TEST_CASE("reduce: argmax of bool, int32 and cast expressions, and of signed zeros", "[reduce][special]") {
+  tensor<float> x(shape{5, 41});
+  for (std::int64_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<float>((i * 37) % 101) / 10.0f;
+  const auto naive = [&](auto value, std::int64_t row) { // the first maximum of value(row, k) over k
+    std::int64_t best = 0;
+    for (std::int64_t k = 1; k < x.shape()[1]; ++k) {
+      if (value(row, k) > value(row, best)) best = k;
+    }
+    return best;
+  };
+  xlite_test::for_each_isa_path([&](xlite::isa) {
+    INFO(path_name());
+    const tensor<std::int64_t> over_bool = xlite::argmax(x > 5.0f, {1});
+    const tensor<std::int64_t> over_int = xlite::argmax(xlite::cast<std::int32_t>(x), {1});
+    for (std::int64_t r = 0; r < 5; ++r) {
+      CHECK(over_bool(r) == naive([&](std::int64_t i, std::int64_t k) { return x(i, k) > 5.0f; }, r));
+      CHECK(over_int(r) ==
+            naive([&](std::int64_t i, std::int64_t k) { return static_cast<std::int32_t>(x(i, k)); }, r));
+    }
+    CHECK(xlite::argmax(x > 20.0f)() == 0); // every element ties at false
+    CHECK(xlite::argmax(x > 5.0f, {0}) ==
+          tensor<std::int64_t>(xlite::argmax(xlite::cast<std::int32_t>(x > 5.0f), {0})));
+    const tensor<std::int32_t> integers = xlite::cast<std::int32_t>(x * 3.0f);
+    CHECK(xlite::argmax(integers)() == xlite::argmax(x)());
+    for (const std::int64_t at : {0, 17, 40}) {
+      INFO("the odd zero at " << at);
+      tensor<float> zeros(shape{41}, -0.0f);
+      zeros(at) = 0.0f;
+      CHECK(xlite::argmax(zeros)() == 0);
+      CHECK(xlite::argmax(-zeros)() == 0);
+    }
+  });
 }

@@ -325,8 +325,7 @@ struct bound_memory {
   const T* base;
   const std::int64_t* strides; // the loop plan's, per dimension
   const T* row;
-  // Along the innermost dimension: 1, or 0 where broadcast, in every SIMD loop; argmax's
-  // scalar walk along a reduced axis that is not the last one steps by that axis's stride.
+  // Along the innermost dimension: 1, or 0 where broadcast.
   std::int64_t inner_stride;
 
   void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {

@@ -17,7 +17,9 @@
 // tail; blocks combine left to right. (The order depends on the batch width, so two ISA
 // paths may differ in the last bits of a floating-point sum; each is reproducible.)
 // When the innermost input dimension is kept, each output element instead accumulates its
-// reduced elements one at a time in row-major order, SIMD across outputs.
+// reduced elements one at a time in row-major order, SIMD across outputs. argmax walks the
+// same loops; its answer, the first maximum (NaN counting as the largest), does not depend
+// on the order.
 
 #include <algorithm>
 #include <array>
@@ -25,6 +27,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -120,7 +123,6 @@ reduction_plan<memory_leaf_count_v<E>> plan_reduction(const E& e, const axes& wh
   // Kept axes after the last reduced one longer than 1 (all of them, when there is none)
   // go to group 2, reduced SIMD across outputs; the rest to group 0. Reduced axes of length
   // 1 join group 1 so that it has a place in the plan even when no other axis is reduced.
-  // o == argmax keeps everything in groups 0 and 1: its scalar loop walks the reduced axis.
   std::size_t last_long_reduced = rank;
   for (std::size_t d = 0; d < rank; ++d) {
     if (is_reduced[d] && in[d] != 1) last_long_reduced = d;
@@ -132,7 +134,7 @@ reduction_plan<memory_leaf_count_v<E>> plan_reduction(const E& e, const axes& wh
     if (is_reduced[d]) {
       group_of_dim[d] = 1;
     } else {
-      group_of_dim[d] = in[d] != 1 && after_reduced && o != op::argmax ? 2 : 0;
+      group_of_dim[d] = in[d] != 1 && after_reduced ? 2 : 0;
     }
   }
   std::size_t position = 0;
@@ -179,8 +181,126 @@ inline void unravel(const loop_nest& plan, std::pair<std::size_t, std::size_t> s
   }
 }
 
-// Four accumulators of batches and one of scalars for the tail: four chains of additions,
-// so that a reduction is bound by the loads rather than by the latency of each addition.
+// ---- the loops ---------------------------------------------------------------------------------
+
+// Visits positions [j, stop) of the expression's current row in the order every reduction
+// takes them, updating an accumulator: on_batch(acc, chain, batch, j) on four interleaved
+// chains of whole batches (so that a reduction is bound by its loads, not by the latency of
+// each combine), on chain 0 for the batches left over, then on_scalar(acc, value, j) for the
+// tail. Flattened as run_row is.
+template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatch, class OnScalar>
+[[gnu::flatten]] void visit_row(const B& bound_row, std::int64_t j, std::int64_t stop, Acc& acc, OnBatch on_batch,
+                                OnScalar on_scalar) {
+  constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
+  // Local copies, as in run_row, which can live in registers: a store to `acc` itself
+  // could alias the operands (a batch may alias floats), and each batch would go through
+  // memory.
+  const B expr = bound_row;
+  Acc local = acc;
+  if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+    for (; j + 4 * width <= stop; j += 4 * width) {
+#pragma GCC unroll 4 // or g++ -O2 keeps the accumulators on the stack, indexed by chain
+      for (std::size_t chain = 0; chain < 4; ++chain) {
+        const std::int64_t at = j + static_cast<std::int64_t>(chain) * width;
+        on_batch(local, chain, expr.template get<Arch, L, Contiguous>(at), at);
+      }
+    }
+    for (; j + width <= stop; j += width) on_batch(local, 0, expr.template get<Arch, L, Contiguous>(j), j);
+  }
+  for (; j < stop; ++j) on_scalar(local, expr.template get<kernels::scalar_arch, L, Contiguous>(j), j);
+  acc = local;
+}
+
+// Visits columns [c_begin, c_end) of output row p (the innermost dimension kept) for each
+// reduced position q in order: on_batch(q, batch, c) for the batch of columns from c, then
+// on_scalar(q, value, c) for the columns left over. SIMD across outputs. Flattened.
+template <class Arch, class L, class B, std::size_t Leaves, class OnBatch, class OnScalar>
+[[gnu::flatten]] void visit_columns(B expr, const reduction_plan<Leaves>& plan, std::int64_t p, std::int64_t c_begin,
+                                    std::int64_t c_end, OnBatch on_batch, OnScalar on_scalar) {
+  constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
+  std::array<std::int64_t, max_rank> index{};
+  unravel(plan.loop, plan.outer_dims, p, index);
+  for (std::int64_t q = 0; q < plan.reduced; ++q) {
+    unravel(plan.loop, plan.reduced_dims, q, index);
+    walk_rows(expr, plan.loop, index, plan.inner_dims.first, c_begin, c_end,
+              [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
+                const std::int64_t column_of_0 = c_begin + offset - j;
+                if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+                  for (; j + width <= stop; j += width) {
+                    on_batch(q, expr.template get<Arch, L, false>(j), column_of_0 + j);
+                  }
+                }
+                for (; j < stop; ++j) {
+                  on_scalar(q, expr.template get<kernels::scalar_arch, L, false>(j), column_of_0 + j);
+                }
+              });
+  }
+}
+
+// Runs acc.add_row over reduced positions [begin, end) of output p (the innermost dimension
+// reduced), row by row, into a fresh Acc.
+template <class Acc, class L, class B, std::size_t Leaves>
+Acc accumulate_block(B expr, const reduction_plan<Leaves>& plan, std::int64_t p, std::int64_t begin, std::int64_t end) {
+  std::array<std::int64_t, max_rank> index{};
+  unravel(plan.loop, plan.outer_dims, p, index);
+  Acc acc;
+  walk_rows(expr, plan.loop, index, plan.reduced_dims.first, begin, end,
+            [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
+              if (plan.loop.rows_contiguous) {
+                acc.template add_row<L, true>(expr, j, stop, offset);
+              } else {
+                acc.template add_row<L, false>(expr, j, stop, offset);
+              }
+            });
+  return acc;
+}
+
+// The innermost dimension reduced: each output's reduced positions are cut into blocks of
+// reduction_block, the blocks of all outputs run as parallel tasks, each into an Acc that
+// finish(acc, block_begin) turns into a part, and each output's parts combine in block
+// order before store(p, total).
+template <class Acc, class L, class B, std::size_t Leaves, class Finish, class Combine, class Store>
+void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread_pool& pool, Finish finish,
+                 Combine combine, Store store) {
+  using part = decltype(finish(std::declval<const Acc&>(), std::int64_t{}));
+  const std::int64_t blocks = (plan.reduced + reduction_block - 1) / reduction_block;
+  std::vector<part> partial(static_cast<std::size_t>(plan.outputs_outer * blocks));
+  const std::int64_t grain = std::max<std::int64_t>(1, reduction_block / plan.reduced);
+  pool.parallel_for(plan.outputs_outer * blocks, grain, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t task = first; task < last; ++task) {
+      const std::int64_t p = task / blocks;
+      const std::int64_t begin = task % blocks * reduction_block;
+      const std::int64_t end = std::min(plan.reduced, begin + reduction_block);
+      partial[static_cast<std::size_t>(task)] =
+          finish(accumulate_block<Acc, L>(bound_expr, plan, p, begin, end), begin);
+    }
+  });
+  for (std::int64_t p = 0; p < plan.outputs_outer; ++p) {
+    part total = partial[static_cast<std::size_t>(p * blocks)];
+    for (std::int64_t b = 1; b < blocks; ++b) total = combine(total, partial[static_cast<std::size_t>(p * blocks + b)]);
+    store(p, total);
+  }
+}
+
+// The innermost dimension kept: body(p, c_begin, c_end) for tasks of columns of each output
+// row, run in parallel.
+template <std::size_t Leaves, class Body>
+void parallel_columns(const reduction_plan<Leaves>& plan, thread_pool& pool, Body&& body) {
+  const std::int64_t inner = plan.outputs_inner;
+  const std::int64_t column_grain =
+      std::max<std::int64_t>(64, reduction_block / std::max<std::int64_t>(1, plan.reduced));
+  const std::int64_t chunks = (inner + column_grain - 1) / column_grain;
+  pool.parallel_for(plan.outputs_outer * chunks, 1, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t task = first; task < last; ++task) {
+      const std::int64_t c = task % chunks * column_grain;
+      body(task / chunks, c, std::min(inner, c + column_grain));
+    }
+  });
+}
+
+// ---- sum, mean, prod, max, min ---------------------------------------------------------------
+
+// Four batches and one scalar for the tail, one per chain of visit_row.
 template <op O, class R, class Arch>
 struct accumulators {
   using red = kernels::reduction<O>;
@@ -189,93 +309,34 @@ struct accumulators {
                                 batch(red::template identity<R>()), batch(red::template identity<R>())};
   R tail = red::template identity<R>();
 
+  template <class L, bool Contiguous, class B>
+  void add_row(const B& expr, std::int64_t j, std::int64_t stop, std::int64_t /*offset*/) {
+    visit_row<Arch, L, Contiguous>(
+        expr, j, stop, *this,
+        [](accumulators& acc, std::size_t chain, const auto& v, std::int64_t) {
+          acc.lanes[chain] = red::combine(acc.lanes[chain], batch(v));
+        },
+        [](accumulators& acc, const auto& v, std::int64_t) { acc.tail = red::combine(acc.tail, static_cast<R>(v)); });
+  }
+
   R total() const {
     const batch all = red::combine(red::combine(lanes[0], lanes[1]), red::combine(lanes[2], lanes[3]));
     return red::combine(kernels::combine_lanes<O, R, Arch>(all), tail);
   }
 };
 
-// Accumulates positions [j, stop) of the expression's current row. Flattened as run_row is.
-template <op O, class Arch, class L, bool Contiguous, class R, class B>
-[[gnu::flatten]] void accumulate_row(const B& bound_row, std::int64_t j, std::int64_t stop,
-                                     accumulators<O, R, Arch>& acc) {
-  using red = kernels::reduction<O>;
-  using batch = kernels::batch_t<R, Arch>;
-  constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
-  const B expr = bound_row; // a local copy, as in run_row: kept in registers
-  if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
-    for (; j + 4 * width <= stop; j += 4 * width) {
-      for (std::size_t k = 0; k < 4; ++k) {
-        acc.lanes[k] = red::combine(
-            acc.lanes[k], batch(expr.template get<Arch, L, Contiguous>(j + static_cast<std::int64_t>(k) * width)));
-      }
-    }
-    for (; j + width <= stop; j += width)
-      acc.lanes[0] = red::combine(acc.lanes[0], batch(expr.template get<Arch, L, Contiguous>(j)));
-  }
-  for (; j < stop; ++j) {
-    acc.tail = red::combine(acc.tail, static_cast<R>(expr.template get<kernels::scalar_arch, L, Contiguous>(j)));
-  }
-}
-
-// Accumulates the reduced positions [begin, end) of output p, innermost dimension reduced.
-template <op O, class Arch, class L, class R, class B, std::size_t Leaves>
-R reduce_block(B expr, const reduction_plan<Leaves>& plan, std::int64_t p, std::int64_t begin, std::int64_t end) {
-  std::array<std::int64_t, max_rank> index{};
-  unravel(plan.loop, plan.outer_dims, p, index);
-  accumulators<O, R, Arch> acc;
-  walk_rows(expr, plan.loop, index, plan.reduced_dims.first, begin, end,
-            [&](std::int64_t j, std::int64_t stop, std::int64_t) {
-              if (plan.loop.rows_contiguous) {
-                accumulate_row<O, Arch, L, true>(expr, j, stop, acc);
-              } else {
-                accumulate_row<O, Arch, L, false>(expr, j, stop, acc);
-              }
-            });
-  return acc.total();
-}
-
-// Output rows [p][c_begin, c_end) with the innermost dimension kept: each output element
-// accumulates its reduced positions in order, SIMD across outputs. Flattened as run_row is.
-template <op O, class Arch, class L, class R, class B, std::size_t Leaves>
-[[gnu::flatten]] void reduce_columns(B expr, const reduction_plan<Leaves>& plan, R* out_row, std::int64_t p,
-                                     std::int64_t c_begin, std::int64_t c_end) {
-  using red = kernels::reduction<O>;
-  using batch = kernels::batch_t<R, Arch>;
-  constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
-  std::fill(out_row + c_begin, out_row + c_end, red::template identity<R>());
-  std::array<std::int64_t, max_rank> index{};
-  unravel(plan.loop, plan.outer_dims, p, index);
-  for (std::int64_t q = 0; q < plan.reduced; ++q) {
-    unravel(plan.loop, plan.reduced_dims, q, index);
-    walk_rows(expr, plan.loop, index, plan.inner_dims.first, c_begin, c_end,
-              [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
-                R* out = out_row + c_begin + offset - j;
-                if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
-                  for (; j + width <= stop; j += width) {
-                    red::combine(batch::load_unaligned(out + j), batch(expr.template get<Arch, L, false>(j)))
-                        .store_unaligned(out + j);
-                  }
-                }
-                for (; j < stop; ++j) {
-                  out[j] = red::combine(out[j], static_cast<R>(expr.template get<kernels::scalar_arch, L, false>(j)));
-                }
-              });
-  }
-}
-
 template <op O, class E>
 auto reduce_leaves(const E& e, const axes& which, bool keep) {
   using V = typename E::value_type;
   using R = typename reduction_result<O, V>::type;
+  using red = kernels::reduction<O>;
   const auto plan = plan_reduction(e, which, keep, O);
   tensor<R> out(tensor<R>::uninitialized, plan.out);
   if (plan.reduced == 0) {
     if constexpr (O == op::max || O == op::min) {
       throw value_error(detail::message(name(O), ": cannot reduce over an empty axis (shape ", e.shape, ")"));
     } else {
-      const R fill =
-          O == op::mean ? std::numeric_limits<R>::quiet_NaN() : kernels::reduction<O>::template identity<R>();
+      const R fill = O == op::mean ? std::numeric_limits<R>::quiet_NaN() : red::template identity<R>();
       std::fill(out.begin(), out.end(), fill);
       return out;
     }
@@ -287,37 +348,21 @@ auto reduce_leaves(const E& e, const axes& which, bool keep) {
   thread_pool& pool = current_thread_pool();
   kernels::dispatch<simd>([&](auto arch) {
     using Arch = decltype(arch);
-    if (plan.inner_dims.first == plan.inner_dims.second) { // the innermost dimension is reduced
-      const std::int64_t blocks = (plan.reduced + reduction_block - 1) / reduction_block;
-      std::vector<R> partial(static_cast<std::size_t>(plan.outputs_outer * blocks));
-      const std::int64_t grain = std::max<std::int64_t>(1, reduction_block / plan.reduced);
-      pool.parallel_for(plan.outputs_outer * blocks, grain, [&](std::int64_t first, std::int64_t last) {
-        for (std::int64_t task = first; task < last; ++task) {
-          const std::int64_t p = task / blocks;
-          const std::int64_t b = task % blocks;
-          partial[static_cast<std::size_t>(task)] = reduce_block<O, Arch, L, R>(
-              bound_expr, plan, p, b * reduction_block, std::min(plan.reduced, (b + 1) * reduction_block));
-        }
-      });
-      for (std::int64_t p = 0; p < plan.outputs_outer; ++p) {
-        R total = partial[static_cast<std::size_t>(p * blocks)];
-        for (std::int64_t b = 1; b < blocks; ++b) {
-          total = kernels::reduction<O>::combine(total, partial[static_cast<std::size_t>(p * blocks + b)]);
-        }
-        out.data()[p] = total;
-      }
+    if (plan.inner_dims.first == plan.inner_dims.second) {
+      reduce_rows<accumulators<O, R, Arch>, L>(
+          bound_expr, plan, pool, [](const auto& acc, std::int64_t) { return acc.total(); },
+          [](R a, R b) { return red::combine(a, b); }, [&](std::int64_t p, R total) { out.data()[p] = total; });
     } else {
-      const std::int64_t inner = plan.outputs_inner;
-      const std::int64_t column_grain =
-          std::max<std::int64_t>(64, reduction_block / std::max<std::int64_t>(1, plan.reduced));
-      const std::int64_t chunks = (inner + column_grain - 1) / column_grain;
-      pool.parallel_for(plan.outputs_outer * chunks, 1, [&](std::int64_t first, std::int64_t last) {
-        for (std::int64_t task = first; task < last; ++task) {
-          const std::int64_t p = task / chunks;
-          const std::int64_t c = (task % chunks) * column_grain;
-          reduce_columns<O, Arch, L, R>(bound_expr, plan, out.data() + p * inner, p, c,
-                                        std::min(inner, c + column_grain));
-        }
+      parallel_columns(plan, pool, [&](std::int64_t p, std::int64_t c_begin, std::int64_t c_end) {
+        R* row = out.data() + p * plan.outputs_inner;
+        std::fill(row + c_begin, row + c_end, red::template identity<R>());
+        visit_columns<Arch, L>(
+            bound_expr, plan, p, c_begin, c_end,
+            [row](std::int64_t, const auto& v, std::int64_t c) { // R is V on the SIMD path
+              using batch = std::decay_t<decltype(v)>;
+              red::combine(batch::load_unaligned(row + c), v).store_unaligned(row + c);
+            },
+            [row](std::int64_t, const auto& v, std::int64_t c) { row[c] = red::combine(row[c], static_cast<R>(v)); });
       });
     }
   });
@@ -328,8 +373,97 @@ auto reduce_leaves(const E& e, const axes& which, bool keep) {
   return out;
 }
 
-// argmax over one axis (or the flattened tensor): the index of the first maximum, NaN
-// counting as the maximum, as torch.argmax.
+// ---- argmax ------------------------------------------------------------------------------------
+
+// The SIMD loops keep each lane's position in a lane of the value type, so that the one
+// mask that selects a lane's value selects its position too. Lanes of T count exactly to
+// this (float to 2^24): above the block size, so every row reduction's block-relative
+// positions fit, and the reduced length for the SIMD path over columns.
+template <class T>
+constexpr std::int64_t exact_positions() {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::int64_t{1} << std::numeric_limits<T>::digits;
+  } else {
+    return static_cast<std::int64_t>(std::numeric_limits<T>::max());
+  }
+}
+static_assert(reduction_block <= exact_positions<float>() && reduction_block <= exact_positions<std::int32_t>());
+
+// Four chains of lanes, as accumulators has, each with the first maximum among the
+// positions it has seen (in increasing order) and where it is; and a candidate for the
+// scalar tails. Positions count from the block's start. A chain's lanes hold the position
+// of the first batch of its group of four (so that the four chains share one broadcast):
+// lane l of chain k is at at[k] + k * width + l.
+template <class T, class Arch>
+struct argmax_accumulators {
+  using batch = kernels::batch_t<T, Arch>;
+  std::array<batch, 4> best{};
+  std::array<batch, 4> at{};
+  std::array<bool, 4> started{};
+  kernels::argmax_candidate<T> tail;
+
+  template <class L, bool Contiguous, class B>
+  void add_row(const B& expr, std::int64_t j, std::int64_t stop, std::int64_t offset) {
+    const std::int64_t position_of_0 = offset - j;
+    visit_row<Arch, L, Contiguous>(
+        expr, j, stop, *this,
+        [position_of_0](argmax_accumulators& acc, std::size_t chain, const auto& v, std::int64_t first) {
+          using lanes = std::decay_t<decltype(v)>; // only on the SIMD path
+          const auto group = first - static_cast<std::int64_t>(chain * lanes::size);
+          const lanes positions(static_cast<T>(position_of_0 + group));
+          if (!acc.started[chain]) {
+            acc.best[chain] = v;
+            acc.at[chain] = positions;
+            acc.started[chain] = true;
+            return;
+          }
+          const auto replace = kernels::argmax_replaces(v, acc.best[chain]);
+          acc.best[chain] = xsimd::select(replace, v, acc.best[chain]);
+          acc.at[chain] = xsimd::select(replace, positions, acc.at[chain]);
+        },
+        [position_of_0](argmax_accumulators& acc, const T& v, std::int64_t k) {
+          if (acc.tail.at < 0 || kernels::argmax_replaces(v, acc.tail.value)) acc.tail = {v, position_of_0 + k};
+        });
+  }
+
+  // (xsimd's max and min below are AVX-512 intrinsics once inlined.)
+  XLITE_INTRINSICS_BEGIN
+
+  // The winner of the block that starts at reduced position block_begin: the largest value
+  // in the chains (or a NaN, if they hold one) at the first position that holds it, then
+  // the tail's candidate. Chains start in order, so the started ones are the first few.
+  kernels::argmax_candidate<T> winner(std::int64_t block_begin) const {
+    kernels::argmax_candidate<T> result = tail;
+    if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+      const auto chains = static_cast<std::size_t>(std::count(started.begin(), started.end(), true));
+      if (chains > 0) {
+        const auto max = [](const batch& a, const batch& b) { return xsimd::max(a, b); };
+        const auto min = [](const batch& a, const batch& b) { return xsimd::min(a, b); };
+        bool any_nan = false;
+        batch top = best[0];
+        for (std::size_t chain = 0; chain < chains; ++chain) {
+          if constexpr (std::is_floating_point_v<T>) any_nan = any_nan || xsimd::any(xsimd::isnan(best[chain]));
+          top = max(top, best[chain]);
+        }
+        const T value = any_nan ? std::numeric_limits<T>::quiet_NaN() : kernels::across_lanes(top, max);
+        const batch none(std::numeric_limits<T>::max());
+        batch first = none;
+        for (std::size_t chain = 0; chain < chains; ++chain) {
+          const auto holds = any_nan ? xsimd::isnan(best[chain]) : best[chain] == batch(value);
+          const batch positions =
+              at[chain] + kernels::lane_indices<T, Arch>() + batch(static_cast<T>(chain * batch::size));
+          first = min(first, xsimd::select(holds, positions, none));
+        }
+        result = better(result, {value, static_cast<std::int64_t>(kernels::across_lanes(first, min))});
+      }
+    }
+    result.at += block_begin;
+    return result;
+  }
+  XLITE_INTRINSICS_END
+};
+
+// argmax over one axis (or the flattened tensor).
 template <class E>
 tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
   using V = typename E::value_type;
@@ -340,31 +474,62 @@ tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
   tensor<std::int64_t> out(tensor<std::int64_t>::uninitialized, plan.out);
   if (plan.reduced == 0)
     throw value_error(detail::message("argmax: cannot reduce over an empty axis (shape ", e.shape, ")"));
+  if (out.size() == 0) return out;
   const auto bound_expr = bind(e, plan.loop);
   using L = lane_type_t<E>;
-  current_thread_pool().parallel_for(plan.outputs_outer, std::max<std::int64_t>(1, reduction_block / plan.reduced),
-                                     [&](std::int64_t first, std::int64_t last) {
-                                       for (std::int64_t p = first; p < last; ++p) {
-                                         auto expr = bound_expr;
-                                         std::array<std::int64_t, max_rank> index{};
-                                         unravel(plan.loop, plan.outer_dims, p, index);
-                                         V best{};
-                                         std::int64_t best_at = -1;
-                                         walk_rows(expr, plan.loop, index, plan.reduced_dims.first, 0, plan.reduced,
-                                                   [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
-                                                     for (std::int64_t k = j; k < stop; ++k) {
-                                                       const V v = expr.template get<kernels::scalar_arch, L, false>(k);
-                                                       const bool better =
-                                                           best_at < 0 || v > best || (v != v && best == best);
-                                                       if (better) {
-                                                         best = v;
-                                                         best_at = offset + (k - j);
-                                                       }
-                                                     }
-                                                   });
-                                         out.data()[p] = best_at;
-                                       }
-                                     });
+  constexpr bool simd = simd_evaluable_v<E> && kernels::simd_element_v<V>;
+  thread_pool& pool = current_thread_pool();
+  const bool columns = plan.inner_dims.first != plan.inner_dims.second;
+  const auto run = [&](auto arch) {
+    using Arch = decltype(arch);
+    if (!columns) {
+      reduce_rows<argmax_accumulators<V, Arch>, L>(
+          bound_expr, plan, pool, [](const auto& acc, std::int64_t begin) { return acc.winner(begin); },
+          [](const auto& a, const auto& b) { return better(a, b); },
+          [&](std::int64_t p, const auto& total) { out.data()[p] = total.at; });
+      return;
+    }
+    // Each column's best value and its row, in lanes of V on the SIMD path. (Arrays, not
+    // vectors: a std::vector<bool> has no data().)
+    using position = std::conditional_t<std::is_same_v<Arch, kernels::scalar_arch>, std::int64_t, V>;
+    const auto best = std::make_unique<V[]>(static_cast<std::size_t>(out.size()));
+    const auto at = std::make_unique<position[]>(static_cast<std::size_t>(out.size()));
+    parallel_columns(plan, pool, [&](std::int64_t p, std::int64_t c_begin, std::int64_t c_end) {
+      V* best_row = best.get() + p * plan.outputs_inner;
+      position* at_row = at.get() + p * plan.outputs_inner;
+      visit_columns<Arch, L>(
+          bound_expr, plan, p, c_begin, c_end,
+          [best_row, at_row](std::int64_t q, const auto& v, std::int64_t c) {
+            using batch = std::decay_t<decltype(v)>;
+            const batch rows(static_cast<V>(q));
+            if (q == 0) {
+              v.store_unaligned(best_row + c);
+              rows.store_unaligned(at_row + c);
+              return;
+            }
+            const batch so_far = batch::load_unaligned(best_row + c);
+            const auto replace = kernels::argmax_replaces(v, so_far);
+            xsimd::select(replace, v, so_far).store_unaligned(best_row + c);
+            xsimd::select(replace, rows, batch::load_unaligned(at_row + c)).store_unaligned(at_row + c);
+          },
+          [best_row, at_row](std::int64_t q, const V& v, std::int64_t c) {
+            if (q == 0 || kernels::argmax_replaces(v, best_row[c])) {
+              best_row[c] = v;
+              at_row[c] = static_cast<position>(q);
+            }
+          });
+      std::int64_t* out_row = out.data() + p * plan.outputs_inner;
+      for (std::int64_t c = c_begin; c < c_end; ++c) out_row[c] = static_cast<std::int64_t>(at_row[c]);
+    });
+  };
+  // Columns longer than lanes of V count exactly take the scalar path.
+  if constexpr (simd) {
+    if (!columns || plan.reduced <= exact_positions<V>()) {
+      kernels::dispatch<true>(run);
+      return out;
+    }
+  }
+  kernels::dispatch<false>(run);
   return out;
 }
 

@@ -13,6 +13,7 @@
 // every compiled one, keeps the compile time of an expression near xtensor's.
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <type_traits>
 
@@ -82,6 +83,17 @@ template <class T, class Arch>
 inline constexpr std::size_t lanes = xsimd::batch<T, Arch>::size;
 template <class T>
 inline constexpr std::size_t lanes<T, scalar_arch> = 1;
+
+// The batch {0, 1, 2, ...}.
+template <class T, class Arch>
+xsimd::batch<T, Arch> lane_indices() {
+  static constexpr auto indices = [] {
+    std::array<T, lanes<T, Arch>> i{};
+    for (std::size_t lane = 0; lane < i.size(); ++lane) i[lane] = static_cast<T>(lane);
+    return i;
+  }();
+  return xsimd::batch<T, Arch>::load_unaligned(indices.data());
+}
 
 template <class V>
 inline constexpr bool is_batch_v = false;
