@@ -1,20 +1,21 @@
 #pragma once
 
-// The expression cases: element-wise expressions over arrays of n floats, and one reduction,
+// The expression cases: element-wise expressions over arrays of n floats, and reductions,
 // the same work for every impl:
 //
-//   case    computes                          bytes per element (STREAM's counting)
-//   e1      z = a * x + y                     12: x, y read, z written (the triad's traffic)
-//   e2      z = a * x + b * y - c * w         16
-//   e3      z = exp(-x * x) * y + tanh(w)     16
-//   e4      z = max(x * y + w, 0)             16
-//   sum_xy  sum(x * y)                         8: x, y read
+//   case       computes                          bytes per element (STREAM's counting)
+//   e1         z = a * x + y                     12: x, y read, z written (the triad's traffic)
+//   e2         z = a * x + b * y - c * w         16
+//   e3         z = exp(-x * x) * y + tanh(w)     16
+//   e4         z = max(x * y + w, 0)             16
+//   sum_xy     sum(x * y)                         8: x, y read
+//   argmax_xy  argmax(x * y)                      8: x, y read (below: not every peer has it)
 //
 // a, b, c are float scalars; x, y, w hold the same deterministic values for every impl.
 // The sizes are the triad's, so at each n and thread count triad/limit, measured in the same
 // run, is the memory bound of the element-wise cases too (scripts/bench_table.py compares a
-// byte-rated case without a limit row of its own with it); sum_xy, which only reads, has a
-// limit row of its own, the read bandwidth (machine_limits.cpp).
+// byte-rated case without a limit row of its own with it); sum_xy and argmax_xy, which only
+// read, have limit rows of their own, the read bandwidth (machine_limits.cpp).
 //
 // Each impl registers its benchmarks with register_expressions (its own threads, as xlite and
 // torch have) or register_split_expressions (kernels over a range, which a thread_team runs
@@ -187,6 +188,47 @@ inline void check_sum(benchmark::State& state, float sum, std::int64_t n) {
     state.SkipWithError(
         ("wrong result: the sum is " + std::to_string(sum) + ", expected " + std::to_string(expected.value)).c_str());
   }
+}
+
+// ---- argmax_xy: argmax(x * y) -------------------------------------------------------------------
+// A fused reduction to a position: 8 bytes per element, read only, so its limit row is the
+// read bandwidth, as sum_xy's. Each impl registers its own rows (with the thread counts it
+// can use) and checks the index with check_argmax.
+
+constexpr std::int64_t argmax_xy_bytes(std::int64_t n) { return 2 * static_cast<std::int64_t>(sizeof(float)) * n; }
+
+// The first position of the largest float product x[i] * y[i], computed once per size.
+inline std::int64_t expected_argmax(std::int64_t n) {
+  static std::map<std::int64_t, std::int64_t> made;
+  auto found = made.find(n);
+  if (found != made.end()) return found->second;
+  const expression_inputs& in = expression_inputs::of_size(n);
+  std::int64_t best = 0;
+  for (std::int64_t i = 1; i < n; ++i) {
+    if (in.x.data()[i] * in.y.data()[i] > in.x.data()[best] * in.y.data()[best]) best = i;
+  }
+  return made.emplace(n, best).first->second;
+}
+
+// After the timed loop: fails the benchmark unless index is argmax(x * y).
+inline void check_argmax(benchmark::State& state, std::int64_t index, std::int64_t n) {
+  const std::int64_t expected = expected_argmax(n);
+  if (index != expected) {
+    state.SkipWithError(
+        ("wrong result: argmax is " + std::to_string(index) + ", expected " + std::to_string(expected)).c_str());
+  }
+}
+
+// The timed loop of argmax_xy: evaluate() returns the index; checked after it.
+template <class Evaluate>
+void time_argmax(benchmark::State& state, Evaluate&& evaluate) {
+  std::int64_t index = -1;
+  for (auto _ : state) {
+    index = evaluate();
+    benchmark::DoNotOptimize(index);
+  }
+  report_bytes(state, argmax_xy_bytes(size_arg(state)));
+  check_argmax(state, index, size_arg(state));
 }
 
 // ---- timing --------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 //                   arrays of its own and nothing synchronises the threads between
 //                   iterations: the most a parallel loop over the same data could reach,
 //                   with the stores that are fastest at that size.
-//   sum_xy/limit    read bandwidth, for the one case that only reads: every thread sums x * y
+//   sum_xy/limit    read bandwidth, for the cases that only read (argmax_xy/limit is the same
+//                   measurement under that case's name): every thread sums x * y
 //                   over two arrays of its own, unsynchronised, as triad/limit does. A core
 //                   may read faster or slower than it runs a triad (0.79 of the triad's
 //                   rate on one VM here, 1.2 on another), so triad/limit does not bound it.
@@ -211,6 +212,8 @@ void xlite::bench::register_machine_limits() {
   on_each_thread_count(register_case("triad", "limit", run_triad_limit)->ArgName("n")->ArgsProduct({triad_sizes}));
   on_each_thread_count(
       register_case("sum_xy", "limit", run_sum_xy_limit)->ArgName("n")->ArgsProduct({expression_sizes}));
+  on_each_thread_count( // argmax_xy reads what sum_xy reads: its limit is the same measurement
+      register_case("argmax_xy", "limit", run_sum_xy_limit)->ArgName("n")->ArgsProduct({expression_sizes}));
   on_each_thread_count(register_case("peak_fma", "limit", run_peak_fma));
   if (xlite::detected_cpu_features().avx512_bf16) on_each_thread_count(register_case("peak_bf16", "limit", run_peak_bf16));
   if (xlite::kernels::amx::usable()) on_each_thread_count(register_case("peak_amx", "limit", run_peak_amx));

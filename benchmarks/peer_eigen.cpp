@@ -73,6 +73,19 @@ struct eigen_kernels {
   }
 };
 
+// argmax_xy as (x * y).maxCoeff(&index), one pass; on one thread, as Eigen runs it.
+void run_argmax_eigen(benchmark::State& state) {
+  const std::int64_t n = size_arg(state);
+  const expression_inputs& in = expression_inputs::of_size(n);
+  const auto x = part(in.x, 0, n);
+  const auto y = part(in.y, 0, n);
+  time_argmax(state, [&] {
+    Eigen::Index index = 0;
+    (x * y).maxCoeff(&index);
+    return static_cast<std::int64_t>(index);
+  });
+}
+
 // sgemm as a product of row-major Eigen::Map matrices with noalias(). Eigen parallelises
 // products only when built with OpenMP, which this peer is not: one thread.
 void run_sgemm_eigen(benchmark::State& state) {
@@ -96,4 +109,5 @@ void xlite::bench::register_eigen() {
   register_gemm("sgemm", "eigen", run_sgemm_eigen, {1});
   register_sized("triad", "eigen", run_triad_eigen, triad_sizes, {1});
   register_split_expressions<eigen_kernels>("eigen");
+  register_sized("argmax_xy", "eigen", run_argmax_eigen, expression_sizes, {1})->MinTime(expression_min_time);
 }

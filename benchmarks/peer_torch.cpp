@@ -16,6 +16,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/addcmul.h>
+#include <ATen/ops/argmax.h>
 #include <ATen/ops/dot.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/exp.h>
@@ -143,10 +144,28 @@ void run_expression_torch(benchmark::State& state, const expression_case& c) {
   }
 }
 
+// argmax_xy in two passes: the product into a tensor, then at::argmax_out into a 0-d one.
+void run_argmax_torch(benchmark::State& state) {
+  const std::int64_t n = size_arg(state);
+  set_torch_threads(threads_arg(state));
+  const expression_inputs& in = expression_inputs::of_size(n);
+  const at::Tensor x = input_view(in.x, {n});
+  const at::Tensor y = input_view(in.y, {n});
+  at::Tensor product = at::empty({n}, at::kFloat);
+  at::Tensor index = at::empty({}, at::kLong);
+  time_argmax(state, [&] {
+    at::mul_out(product, x, y);
+    at::argmax_out(index, product);
+    return *index.data_ptr<std::int64_t>();
+  });
+  state.SetLabel("2 passes: mul_out, argmax_out");
+}
+
 } // namespace
 
 void xlite::bench::register_torch() {
   register_sized("triad", "torch", run_triad_torch, triad_sizes);
   register_gemm("sgemm", "torch", run_sgemm_torch);
   register_expressions("torch", run_expression_torch);
+  register_sized("argmax_xy", "torch", run_argmax_torch, expression_sizes)->MinTime(expression_min_time);
 }

@@ -1,6 +1,6 @@
 // xlite's expression cases, written as a user writes them: xlite::tensor<float> operands,
 // `z = <expression>;` into an existing tensor of the same shape (evaluated in place, one
-// fused pass), xlite::sum(x * y) for the reduction, and a thread pool of the row's thread
+// fused pass), xlite::sum(x * y) and xlite::argmax(x * y) for the reductions, and a thread pool of the row's thread
 // count installed with scoped_thread_pool. The benchmark fails if an assignment replaces
 // z's storage: that would mean a temporary in the timed loop.
 
@@ -57,6 +57,18 @@ void run_expression_xlite(benchmark::State& state, const expression_case& c) {
   }
 }
 
+void run_argmax_xlite(benchmark::State& state) {
+  const std::int64_t n = size_arg(state);
+  const xlite::tensor<float> x = tensor_of(expression_inputs::of_size(n).x);
+  const xlite::tensor<float> y = tensor_of(expression_inputs::of_size(n).y);
+  xlite::thread_pool pool(static_cast<std::size_t>(threads_arg(state)));
+  xlite::scoped_thread_pool use(pool);
+  time_argmax(state, [&] { return xlite::argmax(x * y)(); });
+}
+
 } // namespace
 
-void xlite::bench::register_xlite_expressions() { register_expressions("xlite", run_expression_xlite); }
+void xlite::bench::register_xlite_expressions() {
+  register_expressions("xlite", run_expression_xlite);
+  register_sized("argmax_xy", "xlite", run_argmax_xlite, expression_sizes)->MinTime(expression_min_time);
+}
