@@ -219,7 +219,9 @@ void reduce_values(const Source& source, C* out, const reduction_layout& layout,
   }
 }
 
-// The first maximum; a NaN counts as the maximum (the first NaN wins), as torch.argmax.
+// The first maximum; a NaN counts as the maximum (the first NaN wins), as torch.argmax:
+// kernels::argmax_replaces, the rule of the static front end too. Once the best is a NaN
+// nothing replaces it, so the walk stops there.
 template <class C>
 void argmax_values(const C* in, std::int64_t* out, const reduction_layout& layout, thread_pool& pool) {
   pool.parallel_for(layout.outputs,
@@ -231,7 +233,7 @@ void argmax_values(const C* in, std::int64_t* out, const reduction_layout& layou
                         C best_value = base[0];
                         for (std::int64_t r = 1; r < layout.reduced && !(best_value != best_value); ++r) {
                           const C v = base[layout.reduced_offset(r)];
-                          if (v > best_value || v != v) {
+                          if (kernels::argmax_replaces(v, best_value)) {
                             best = r;
                             best_value = v;
                           }
