@@ -14,12 +14,16 @@ using Catch::Matchers::Contains;
 namespace {
 
 bool on_a_cache_line(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % xlite::cache_line == 0; }
+bool on_a_page(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % xlite::page_size == 0; }
 
 } // namespace
 
 TEST_CASE("aligned_memory: every size is on a cache line, usable to its end, and freed", "[aligned_memory]") {
-  // Sizes around the alignment and malloc's size classes, and one beyond its mmap threshold.
-  const std::vector<std::int64_t> counts = {0, 1, 2, 15, 16, 17, 63, 64, 65, 100, 1000, 4095, 4096, 1 << 18};
+  // Sizes around the alignment, malloc's size classes and page_aligned_from, and one beyond
+  // malloc's mmap threshold.
+  constexpr auto paged = static_cast<std::int64_t>(xlite::page_aligned_from);
+  const std::vector<std::int64_t> counts = {
+      0, 1, 2, 15, 16, 17, 63, 64, 65, 100, 1000, 4095, 4096, paged - 1, paged, paged + 1, 3 * paged + 40, 1 << 18};
   std::vector<xlite::aligned_array<unsigned char>> live;
   std::set<const unsigned char*> seen;
   for (int round = 0; round < 3; ++round) {
@@ -27,6 +31,7 @@ TEST_CASE("aligned_memory: every size is on a cache line, usable to its end, and
       auto block = xlite::allocate_aligned<unsigned char>(count);
       REQUIRE(block != nullptr);
       CHECK(on_a_cache_line(block.get()));
+      if (count >= paged) CHECK(on_a_page(block.get()));
       std::memset(block.get(), 0xab, static_cast<std::size_t>(count)); // ASan checks these bounds
       CHECK(seen.insert(block.get()).second);                          // live blocks never overlap
       live.push_back(std::move(block));
@@ -35,6 +40,24 @@ TEST_CASE("aligned_memory: every size is on a cache line, usable to its end, and
   live.clear(); // frees each block through the offset stored before it
   auto doubles = xlite::allocate_aligned<double>(7);
   CHECK(on_a_cache_line(doubles.get()));
+}
+
+// Tensors made one after another, as a program makes x, y and z for z = a * x + y, all
+// start at the same page offset, whatever malloc does in between: a load of the pass never
+// trails its own store by less than a page in the low address bits (4K aliasing).
+TEST_CASE("aligned_memory: large buffers made in a row share a page offset", "[aligned_memory]") {
+  std::vector<xlite::aligned_array<float>> live;
+  std::vector<xlite::aligned_array<char>> small; // malloc's heap in between, as in a program
+  for (int i = 0; i < 8; ++i) {
+    live.push_back(xlite::allocate_aligned<float>(std::int64_t{1} << 16));
+    small.push_back(xlite::allocate_aligned<char>(40 + 24 * i));
+    CHECK(on_a_page(live.back().get()));
+  }
+  live.erase(live.begin() + 2, live.begin() + 5); // freed blocks come back through the stored offset
+  for (int i = 0; i < 3; ++i) {
+    live.push_back(xlite::allocate_aligned<float>((std::int64_t{1} << 16) + i));
+    CHECK(on_a_page(live.back().get()));
+  }
 }
 
 TEST_CASE("aligned_memory: impossible sizes are bad_alloc, negative counts a value_error", "[aligned_memory]") {

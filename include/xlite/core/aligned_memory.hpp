@@ -1,19 +1,28 @@
 #pragma once
 
 // Heap memory on a cache line (64 bytes: also one AVX-512 register), for tensors and the
-// kernels' buffers.
+// kernels' buffers; a buffer of page_aligned_from bytes or more starts on a page.
 //
-// It comes from malloc, with the distance back to malloc's block kept in the byte just
-// before the aligned address, as Eigen's handmade_aligned_malloc does: glibc's memalign,
-// behind std::aligned_alloc and aligned operator new, splits a larger block and merges the
-// pieces again on free, about 900 instructions for a small block against 90 for malloc and
-// free (callgrind), which was a sixth of the time of sum() over a small tensor. Under
-// AddressSanitizer the aligned allocator is kept: it knows the exact size asked for, so
-// an overrun into the padding is reported.
+// Why pages: malloc puts blocks of one size back to back, each a few dozen bytes past the
+// last one's page offset, so z = x * a + y over three tensors made in a row finds z's
+// stores 128 to 256 bytes ahead of the loads from x and y in the low 12 address bits. The
+// core then takes a load for a read of an earlier store to the same address ("4K
+// aliasing") and waits for it: 6-16% of the time of a pass over 2^13 to 2^16 floats on Zen 4
+// (3-10% at 2^20). Buffers that all start on a page meet at the same offsets, where a
+// load never trails a store of the same pass. The cost is at most a page per buffer.
+//
+// It comes from malloc, with the distance back to malloc's block kept in the two bytes
+// before the aligned address, as Eigen's handmade_aligned_malloc does (one byte there):
+// glibc's memalign, behind std::aligned_alloc and aligned operator new, splits a larger
+// block and merges the pieces again on free, about 900 instructions for a small block
+// against 90 for malloc and free (callgrind), which was a sixth of the time of sum() over a
+// small tensor. Under AddressSanitizer the aligned allocator is kept: it knows the exact
+// size asked for, so an overrun into the padding is reported.
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <new>
@@ -29,27 +38,42 @@
 #endif
 #endif
 
+#ifdef XLITE_ALIGNED_MEMORY_CHECKED
+// ASan's record of a block's size as asked for: how free finds the alignment it was made with.
+extern "C" std::size_t __sanitizer_get_allocated_size(const volatile void* p);
+#endif
+
 namespace xlite {
 
 inline constexpr std::size_t cache_line = 64;
+inline constexpr std::size_t page_size = 4096;
+// Buffers of at least this many bytes start on a page (at most an eighth more memory).
+inline constexpr std::size_t page_aligned_from = 8 * page_size;
 
 namespace detail {
 
-// At least `bytes` bytes (at least one) on a cache line; throws std::bad_alloc.
+constexpr std::size_t alignment_for(std::size_t bytes) noexcept {
+  return bytes >= page_aligned_from ? page_size : cache_line;
+}
+
+// At least `bytes` bytes (at least one) on alignment_for(bytes); throws std::bad_alloc.
 inline void* allocate_aligned_bytes(std::size_t bytes) {
   if (bytes == 0) bytes = 1;
   // No object is larger than PTRDIFF_MAX bytes (GCC warns about a malloc that could ask for
   // more, and AddressSanitizer aborts on one rather than failing it).
-  if (bytes > static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) - cache_line) throw std::bad_alloc();
+  if (bytes > static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) - page_size) throw std::bad_alloc();
+  const std::size_t alignment = alignment_for(bytes);
 #ifdef XLITE_ALIGNED_MEMORY_CHECKED
-  return ::operator new (bytes, std::align_val_t{cache_line});
+  return ::operator new (bytes, std::align_val_t{alignment});
 #else
-  auto* block = static_cast<unsigned char*>(std::malloc(bytes + cache_line));
+  auto* block = static_cast<unsigned char*>(std::malloc(bytes + alignment));
   if (block == nullptr) throw std::bad_alloc();
-  // Between 1 and cache_line bytes ahead of the block, so the byte before is ours.
-  const std::size_t ahead = cache_line - reinterpret_cast<std::uintptr_t>(block) % cache_line;
+  // malloc's blocks are aligned for any scalar, so the aligned address is at least
+  // alignof(max_align_t) bytes ahead: the two bytes before it are ours.
+  static_assert(alignof(std::max_align_t) >= sizeof(std::uint16_t) && page_size <= UINT16_MAX);
+  const auto ahead = static_cast<std::uint16_t>(alignment - reinterpret_cast<std::uintptr_t>(block) % alignment);
   unsigned char* aligned = block + ahead;
-  aligned[-1] = static_cast<unsigned char>(ahead);
+  std::memcpy(aligned - sizeof ahead, &ahead, sizeof ahead);
   return aligned;
 #endif
 }
@@ -57,10 +81,12 @@ inline void* allocate_aligned_bytes(std::size_t bytes) {
 inline void free_aligned_bytes(void* memory) noexcept {
   if (memory == nullptr) return;
 #ifdef XLITE_ALIGNED_MEMORY_CHECKED
-  ::operator delete (memory, std::align_val_t{cache_line});
+  ::operator delete (memory, std::align_val_t{alignment_for(__sanitizer_get_allocated_size(memory))});
 #else
   auto* aligned = static_cast<unsigned char*>(memory);
-  std::free(aligned - aligned[-1]);
+  std::uint16_t ahead = 0;
+  std::memcpy(&ahead, aligned - sizeof ahead, sizeof ahead);
+  std::free(aligned - ahead);
 #endif
 }
 
@@ -70,7 +96,8 @@ struct free_aligned {
 
 } // namespace detail
 
-// An owning pointer to `count` elements of trivial T on a cache line, uninitialised.
+// An owning pointer to `count` elements of trivial T on a cache line (on a page from
+// page_aligned_from bytes), uninitialised.
 template <class T>
 using aligned_array = std::unique_ptr<T[], detail::free_aligned>;
 
