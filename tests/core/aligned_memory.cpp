@@ -14,7 +14,7 @@ using Catch::Matchers::Contains;
 namespace {
 
 bool on_a_cache_line(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % xlite::cache_line == 0; }
-bool on_a_page(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % xlite::page_size == 0; }
+bool on_a_page(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % xlite::page_alignment == 0; }
 
 } // namespace
 
@@ -43,8 +43,9 @@ TEST_CASE("aligned_memory: every size is on a cache line, usable to its end, and
 }
 
 // Tensors made one after another, as a program makes x, y and z for z = a * x + y, all
-// start at the same page offset, whatever malloc does in between: a load of the pass never
-// trails its own store by less than a page in the low address bits (4K aliasing).
+// start at the same page offset (so that no load of a pass trails one of its stores in the
+// low 12 address bits: 4K aliasing), with malloc's small blocks in between, and again after
+// some are freed and others made in their place.
 TEST_CASE("aligned_memory: large buffers made in a row share a page offset", "[aligned_memory]") {
   std::vector<xlite::aligned_array<float>> live;
   std::vector<xlite::aligned_array<char>> small; // malloc's heap in between, as in a program

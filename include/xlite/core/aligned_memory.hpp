@@ -1,15 +1,16 @@
 #pragma once
 
 // Heap memory on a cache line (64 bytes: also one AVX-512 register), for tensors and the
-// kernels' buffers; a buffer of page_aligned_from bytes or more starts on a page.
+// kernels' buffers; a buffer of page_aligned_from bytes or more starts on a 4 KiB page.
 //
-// Why pages: malloc puts blocks of one size back to back, each a few dozen bytes past the
-// last one's page offset, so z = x * a + y over three tensors made in a row finds z's
-// stores 128 to 256 bytes ahead of the loads from x and y in the low 12 address bits. The
+// Why pages: malloc puts blocks of one size back to back, each 64-80 bytes further into
+// its page than the last, so z = a * x + y over three tensors made in a row finds z's
+// stores 64 to 256 bytes ahead of the loads from y and x in the low 12 address bits. The
 // core then takes a load for a read of an earlier store to the same address ("4K
 // aliasing") and waits for it: 6-16% of the time of a pass over 2^13 to 2^16 floats on Zen 4
-// (3-10% at 2^20). Buffers that all start on a page meet at the same offsets, where a
-// load never trails a store of the same pass. The cost is at most a page per buffer.
+// (3-10% at 2^20; nothing measurable at 2^11, where smaller buffers stay on cache lines).
+// Buffers that all start on a page meet at the same offsets, where a load never trails a
+// store of the same pass. The cost is at most a page per buffer, an eighth at the threshold.
 //
 // It comes from malloc, with the distance back to malloc's block kept in the two bytes
 // before the aligned address, as Eigen's handmade_aligned_malloc does (one byte there):
@@ -46,14 +47,16 @@ extern "C" std::size_t __sanitizer_get_allocated_size(const volatile void* p);
 namespace xlite {
 
 inline constexpr std::size_t cache_line = 64;
-inline constexpr std::size_t page_size = 4096;
-// Buffers of at least this many bytes start on a page (at most an eighth more memory).
-inline constexpr std::size_t page_aligned_from = 8 * page_size;
+// 4 KiB: the period of the low address bits x86 cores compare between loads and earlier
+// stores (and the smallest page of common systems), not the system's page size.
+inline constexpr std::size_t page_alignment = 4096;
+// Buffers of at least this many bytes start on a multiple of page_alignment.
+inline constexpr std::size_t page_aligned_from = 8 * page_alignment;
 
 namespace detail {
 
 constexpr std::size_t alignment_for(std::size_t bytes) noexcept {
-  return bytes >= page_aligned_from ? page_size : cache_line;
+  return bytes >= page_aligned_from ? page_alignment : cache_line;
 }
 
 // At least `bytes` bytes (at least one) on alignment_for(bytes); throws std::bad_alloc.
@@ -61,7 +64,8 @@ inline void* allocate_aligned_bytes(std::size_t bytes) {
   if (bytes == 0) bytes = 1;
   // No object is larger than PTRDIFF_MAX bytes (GCC warns about a malloc that could ask for
   // more, and AddressSanitizer aborts on one rather than failing it).
-  if (bytes > static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) - page_size) throw std::bad_alloc();
+  if (bytes > static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) - page_alignment)
+    throw std::bad_alloc();
   const std::size_t alignment = alignment_for(bytes);
 #ifdef XLITE_ALIGNED_MEMORY_CHECKED
   return ::operator new (bytes, std::align_val_t{alignment});
@@ -70,7 +74,8 @@ inline void* allocate_aligned_bytes(std::size_t bytes) {
   if (block == nullptr) throw std::bad_alloc();
   // malloc's blocks are aligned for any scalar, so the aligned address is at least
   // alignof(max_align_t) bytes ahead: the two bytes before it are ours.
-  static_assert(alignof(std::max_align_t) >= sizeof(std::uint16_t) && page_size <= UINT16_MAX);
+  static_assert(alignof(std::max_align_t) >= sizeof(std::uint16_t) &&
+                page_alignment <= std::numeric_limits<std::uint16_t>::max());
   const auto ahead = static_cast<std::uint16_t>(alignment - reinterpret_cast<std::uintptr_t>(block) % alignment);
   unsigned char* aligned = block + ahead;
   std::memcpy(aligned - sizeof ahead, &ahead, sizeof ahead);
