@@ -126,7 +126,9 @@ TEST_CASE("reduce: bad axes of max, min and argmax are index_errors naming the o
 // scalar tail, which block) must not change the answer. For every pair of positions i < j
 // (of a row of 85: on AVX-512 a group of four batches of 16, a batch, a tail; and a few
 // pairs across two blocks): equal maxima give i, a maximum then a NaN j, NaN at both i; in a
-// row, and down columns that SIMD runs across (one batch of 16 and a scalar column).
+// row, and down columns that SIMD runs across (one batch of 16 and a scalar column). On one
+// thread and on three, so that the two blocks also run on threads of their own, whatever
+// the machine's core count.
 TEST_CASE("reduce: argmax finds the first maximum or NaN at every pair of positions", "[reduce][special]") {
   constexpr float nan = std::numeric_limits<float>::quiet_NaN();
   constexpr std::int64_t block = xlite::expr::reduction_block;
@@ -137,6 +139,9 @@ TEST_CASE("reduce: argmax finds the first maximum or NaN at every pair of positi
   std::vector<std::int64_t> all(85);
   std::iota(all.begin(), all.end(), std::int64_t{0});
   const std::vector<layout> layouts = {{85, all}, {block + 40, {0, 5, 63, block - 1, block, block + 17, block + 39}}};
+  const std::size_t threads = GENERATE(std::size_t{1}, std::size_t{3});
+  xlite::thread_pool pool(threads);
+  xlite::scoped_thread_pool use(pool);
   xlite_test::for_each_isa_path([&](xlite::isa) {
     for (const layout& l : layouts) {
       constexpr float background = -3.0f; // below every value placed: no lane may start from 0
@@ -152,7 +157,8 @@ TEST_CASE("reduce: argmax finds the first maximum or NaN at every pair of positi
               columns(i, c) = at_i;
               columns(j, c) = at_j;
             }
-            INFO(path_name() << ", " << l.n << " positions, " << at_i << " at " << i << ", " << at_j << " at " << j);
+            INFO(path_name() << ", " << threads << " threads, " << l.n << " positions, " << at_i << " at " << i << ", "
+                             << at_j << " at " << j);
             CHECK(xlite::argmax(row)() == want);
             const tensor<std::int64_t> down = xlite::argmax(columns, {0});
             CHECK((down(3) == want && down(16) == want && down(0) == 0));
