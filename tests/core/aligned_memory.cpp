@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -13,8 +14,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-bool on_a_cache_line(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % xlite::cache_line == 0; }
-bool on_a_page(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % xlite::page_alignment == 0; }
+bool aligned_to(const void* p, std::size_t alignment) { return reinterpret_cast<std::uintptr_t>(p) % alignment == 0; }
 
 } // namespace
 
@@ -30,8 +30,8 @@ TEST_CASE("aligned_memory: every size is on a cache line, usable to its end, and
     for (const std::int64_t count : counts) {
       auto block = xlite::allocate_aligned<unsigned char>(count);
       REQUIRE(block != nullptr);
-      CHECK(on_a_cache_line(block.get()));
-      if (count >= paged) CHECK(on_a_page(block.get()));
+      CHECK(aligned_to(block.get(), xlite::cache_line));
+      if (count >= paged) CHECK(aligned_to(block.get(), xlite::page_alignment));
       std::memset(block.get(), 0xab, static_cast<std::size_t>(count)); // ASan checks these bounds
       CHECK(seen.insert(block.get()).second);                          // live blocks never overlap
       live.push_back(std::move(block));
@@ -39,7 +39,7 @@ TEST_CASE("aligned_memory: every size is on a cache line, usable to its end, and
   }
   live.clear(); // frees each block through the offset stored before it
   auto doubles = xlite::allocate_aligned<double>(7);
-  CHECK(on_a_cache_line(doubles.get()));
+  CHECK(aligned_to(doubles.get(), xlite::cache_line));
 }
 
 // Tensors made one after another, as a program makes x, y and z for z = a * x + y, all
@@ -52,12 +52,12 @@ TEST_CASE("aligned_memory: large buffers made in a row share a page offset", "[a
   for (int i = 0; i < 8; ++i) {
     live.push_back(xlite::allocate_aligned<float>(std::int64_t{1} << 16));
     small.push_back(xlite::allocate_aligned<char>(40 + 24 * i));
-    CHECK(on_a_page(live.back().get()));
+    CHECK(aligned_to(live.back().get(), xlite::page_alignment));
   }
   live.erase(live.begin() + 2, live.begin() + 5); // freed blocks come back through the stored offset
   for (int i = 0; i < 3; ++i) {
     live.push_back(xlite::allocate_aligned<float>((std::int64_t{1} << 16) + i));
-    CHECK(on_a_page(live.back().get()));
+    CHECK(aligned_to(live.back().get(), xlite::page_alignment));
   }
 }
 
