@@ -83,10 +83,10 @@ inline void report_flops(benchmark::State& state, std::int64_t flops_per_iterati
   state.SetItemsProcessed(state.iterations() * flops_per_iteration);
 }
 
-// n floats on a cache line (64 bytes, one AVX-512 register; on a page from 32 KiB on),
-// zeroed so that the first touch of every page happens here and not in a timed loop. They
-// come from the allocator of xlite's tensors, so that xlite and its peers draw their
-// operands from the heap alike, with the same layout.
+// n floats on a cache line (64 bytes, one AVX-512 register; on a page from 32 KiB on, in
+// huge pages from 32 MiB on), zeroed so that the first touch of every page happens here
+// and not in a timed loop. They come from the allocator of xlite's tensors, so that xlite
+// and its peers draw their operands from the heap alike, with the same layout.
 class aligned_floats {
 public:
   static constexpr std::size_t alignment = xlite::cache_line;

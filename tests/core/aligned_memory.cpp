@@ -5,9 +5,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <new>
+#include <optional>
 #include <set>
+#include <sstream>
+#include <string>
 #include <vector>
 
 using Catch::Matchers::Contains;
@@ -15,6 +19,35 @@ using Catch::Matchers::Contains;
 namespace {
 
 bool aligned_to(const void* p, std::size_t alignment) { return reinterpret_cast<std::uintptr_t>(p) % alignment == 0; }
+
+// The mapping that holds an address, from /proc/self/smaps: its range and its VmFlags
+// line ("hg" in it: the mapping asked for transparent huge pages).
+struct mapping {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  std::string flags;
+};
+
+std::optional<mapping> mapping_at(const void* address) {
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  std::optional<mapping> found;
+  for (std::string line; std::getline(smaps, line);) {
+    mapping m;
+    char dash = 0;
+    if (std::istringstream header(line); header >> std::hex >> m.begin >> dash >> m.end && dash == '-') {
+      if (found) return found; // the holding mapping's lines are over
+      if (m.begin <= at && at < m.end) found = m;
+    } else if (found && line.starts_with("VmFlags:")) {
+      found->flags = line + ' ';
+    }
+  }
+  return found;
+}
+
+std::uintptr_t address_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+std::uintptr_t round_up(std::uintptr_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
 } // namespace
 
@@ -66,4 +99,52 @@ TEST_CASE("aligned_memory: impossible sizes are bad_alloc, negative counts a val
   CHECK_THROWS_AS(xlite::allocate_aligned<char>(std::numeric_limits<std::int64_t>::max()), std::bad_alloc);
   CHECK_THROWS_AS(xlite::allocate_aligned<float>(-1), xlite::value_error);
   CHECK_THROWS_WITH(xlite::allocate_aligned<float>(-3), Contains("allocate_aligned") && Contains("-3"));
+}
+
+// Huge pages are advice, so what is checked is that the buffer's mapping asked for them
+// (VmFlags "hg"), not that the kernel had some to give.
+TEST_CASE("aligned_memory: buffers of huge_pages_from bytes or more get a mapping of their own in huge pages",
+          "[aligned_memory]") {
+  if (!xlite::detail::huge_pages_supported) {
+    WARN("skipped: this build takes no huge pages (not Linux, or under AddressSanitizer)");
+    return;
+  }
+  constexpr std::size_t from = xlite::huge_pages_from;
+  for (const std::size_t bytes : {from, 3 * from + 20}) {
+    auto buffer = xlite::allocate_aligned<unsigned char>(static_cast<std::int64_t>(bytes));
+    CHECK(aligned_to(buffer.get(), xlite::huge_page_size));
+    const auto held = mapping_at(buffer.get());
+    REQUIRE(held);
+    CHECK(held->begin == address_of(buffer.get())); // the whole buffer is advised, and nothing before it
+    CHECK(held->end == address_of(buffer.get()) + round_up(bytes, xlite::huge_page_size));
+    CHECK_THAT(held->flags, Contains(" hg "));
+    std::memset(buffer.get(), 1, bytes); // ordinary memory, usable to its end
+    CHECK(buffer[bytes - 1] == 1);
+    const void* const was = buffer.get();
+    buffer.reset();
+    CHECK_FALSE(mapping_at(was)); // unmapped when freed
+  }
+  const auto smaller = xlite::allocate_aligned<unsigned char>(static_cast<std::int64_t>(from - 1));
+  const auto below = mapping_at(smaller.get() + (from - 1) / 2);
+  REQUIRE(below);
+  CHECK_THAT(below->flags, !Contains(" hg "));
+}
+
+TEST_CASE("XLITE_HUGE_PAGES=0", "[.xlite_huge_pages_off]") {
+  constexpr std::size_t bytes = 2 * xlite::huge_pages_from;
+  const auto buffer = xlite::allocate_aligned<unsigned char>(static_cast<std::int64_t>(bytes));
+  const auto held = mapping_at(buffer.get() + bytes / 2);
+  REQUIRE(held);
+  CHECK_THAT(held->flags, !Contains(" hg "));
+}
+
+TEST_CASE("XLITE_HUGE_PAGES=yes", "[.xlite_huge_pages_bad]") {
+  if (!xlite::detail::huge_pages_supported) {
+    WARN("skipped: this build takes no huge pages, and so never reads XLITE_HUGE_PAGES");
+    return;
+  }
+  const auto large = static_cast<std::int64_t>(xlite::huge_pages_from);
+  CHECK_THROWS_AS(xlite::allocate_aligned<unsigned char>(large), xlite::config_error);
+  CHECK_THROWS_WITH(xlite::allocate_aligned<unsigned char>(large), Contains("XLITE_HUGE_PAGES='yes'"));
+  CHECK(xlite::allocate_aligned<unsigned char>(large - 1) != nullptr); // smaller buffers never read it
 }
