@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <new>
@@ -48,6 +49,13 @@ std::optional<mapping> mapping_at(const void* address) {
 std::uintptr_t address_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 std::uintptr_t round_up(std::uintptr_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+// What the huge-page checks need: a kernel with transparent huge pages, which marks an
+// advised mapping "hg", and /proc/self/smaps to read the marks from.
+bool can_see_huge_pages() {
+  return std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled") &&
+         std::filesystem::exists("/proc/self/smaps");
+}
 
 } // namespace
 
@@ -105,8 +113,8 @@ TEST_CASE("aligned_memory: impossible sizes are bad_alloc, negative counts a val
 // (VmFlags "hg"), not that the kernel had some to give.
 TEST_CASE("aligned_memory: buffers of huge_pages_from bytes or more get a mapping of their own in huge pages",
           "[aligned_memory]") {
-  if (!xlite::detail::huge_pages_supported) {
-    WARN("skipped: this build takes no huge pages (not Linux, or under AddressSanitizer)");
+  if (!xlite::detail::huge_pages_supported || !can_see_huge_pages()) {
+    WARN("skipped: this build takes no huge pages (not Linux, or under AddressSanitizer), or the kernel has none");
     return;
   }
   constexpr std::size_t from = xlite::huge_pages_from;
@@ -120,21 +128,28 @@ TEST_CASE("aligned_memory: buffers of huge_pages_from bytes or more get a mappin
     CHECK_THAT(held->flags, Contains(" hg "));
     std::memset(buffer.get(), 1, bytes); // ordinary memory, usable to its end
     CHECK(buffer[bytes - 1] == 1);
-    const void* const was = buffer.get();
+    const unsigned char* const was = buffer.get();
     buffer.reset();
-    CHECK_FALSE(mapping_at(was)); // unmapped when freed
+    CHECK_FALSE(mapping_at(was));     // unmapped when freed,
+    CHECK_FALSE(mapping_at(was - 1)); // with the page that held its record
   }
   const auto smaller = xlite::allocate_aligned<unsigned char>(static_cast<std::int64_t>(from - 1));
   const auto below = mapping_at(smaller.get() + (from - 1) / 2);
   REQUIRE(below);
+  REQUIRE_FALSE(below->flags.empty());
   CHECK_THAT(below->flags, !Contains(" hg "));
 }
 
 TEST_CASE("XLITE_HUGE_PAGES=0", "[.xlite_huge_pages_off]") {
+  if (!can_see_huge_pages()) {
+    WARN("skipped: no transparent huge pages, or no /proc/self/smaps, to look at");
+    return;
+  }
   constexpr std::size_t bytes = 2 * xlite::huge_pages_from;
   const auto buffer = xlite::allocate_aligned<unsigned char>(static_cast<std::int64_t>(bytes));
   const auto held = mapping_at(buffer.get() + bytes / 2);
   REQUIRE(held);
+  REQUIRE_FALSE(held->flags.empty());
   CHECK_THAT(held->flags, !Contains(" hg "));
 }
 

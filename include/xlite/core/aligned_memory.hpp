@@ -45,6 +45,7 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #include "xlite/core/env.hpp"
@@ -100,19 +101,26 @@ struct mapping_record {
 };
 
 // `bytes` on a 2 MiB boundary in a mapping of their own, advised into huge pages (advice:
-// where the kernel has none to give, THP off or none free, the pages stay 4 KiB).
+// where the kernel has none to give, THP off or none free, the pages stay 4 KiB). The
+// mapping keeps one page before the buffer, for the record and the mark, and gives the
+// rest of what aligning took back: under THP mode "always" a whole huge page there would
+// otherwise be faulted in for the record.
 inline void* map_huge_pages(std::size_t bytes) {
+  static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const std::size_t span = (bytes + huge_page_size - 1) / huge_page_size * huge_page_size;
   const std::size_t length = span + huge_page_size; // room to align, and for the record
-  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) throw std::bad_alloc();
-  constexpr std::size_t header = sizeof(mapping_record) + sizeof(std::uint16_t);
+  void* mapped = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) throw std::bad_alloc();
+  auto* base = static_cast<unsigned char*>(mapped);
   const auto start = reinterpret_cast<std::uintptr_t>(base);
-  const std::uintptr_t first = (start + header + huge_page_size - 1) / huge_page_size * huge_page_size;
-  auto* aligned = static_cast<unsigned char*>(base) + (first - start);
-  const mapping_record record{base, length};
+  unsigned char* aligned = base + ((start + page + huge_page_size - 1) / huge_page_size * huge_page_size - start);
+  unsigned char* kept = aligned - page;
+  if (kept > base) ::munmap(base, static_cast<std::size_t>(kept - base));
+  if (base + length > aligned + span)
+    ::munmap(aligned + span, static_cast<std::size_t>(base + length - (aligned + span)));
+  const mapping_record record{kept, span + page};
   constexpr std::uint16_t own_mapping = 0;
-  std::memcpy(aligned - header, &record, sizeof record);
+  std::memcpy(aligned - sizeof own_mapping - sizeof record, &record, sizeof record);
   std::memcpy(aligned - sizeof own_mapping, &own_mapping, sizeof own_mapping);
   static_cast<void>(::madvise(aligned, span, MADV_HUGEPAGE));
   return aligned;
@@ -180,7 +188,7 @@ struct free_aligned {
 } // namespace detail
 
 // An owning pointer to `count` elements of trivial T on a cache line (on a page from
-// page_aligned_from bytes), uninitialised.
+// page_aligned_from bytes, on a huge page from huge_pages_from bytes), uninitialised.
 template <class T>
 using aligned_array = std::unique_ptr<T[], detail::free_aligned>;
 
