@@ -19,7 +19,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-bool aligned_to(const void* p, std::size_t alignment) { return reinterpret_cast<std::uintptr_t>(p) % alignment == 0; }
+std::uintptr_t address_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+bool aligned_to(const void* p, std::size_t alignment) { return address_of(p) % alignment == 0; }
 
 // The mapping that holds an address, from /proc/self/smaps: its range and its VmFlags
 // line ("hg" in it: the mapping asked for transparent huge pages).
@@ -30,7 +32,7 @@ struct mapping {
 };
 
 std::optional<mapping> mapping_at(const void* address) {
-  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  const auto at = address_of(address);
   std::ifstream smaps("/proc/self/smaps");
   std::optional<mapping> found;
   for (std::string line; std::getline(smaps, line);) {
@@ -45,8 +47,6 @@ std::optional<mapping> mapping_at(const void* address) {
   }
   return found;
 }
-
-std::uintptr_t address_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 std::uintptr_t round_up(std::uintptr_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
