@@ -108,6 +108,19 @@ TEST_CASE("evaluate: fused loops over broadcast layouts of rank 0 to 5 match the
   check_fused_layouts<double>(12);
 }
 
+TEST_CASE("evaluate: threads claim one run of tasks each on short loops, runs of at most 2^16 elements on long ones",
+          "[evaluate][threads]") {
+  using xlite::expr::tasks_per_chunk;
+  static_assert(xlite::expr::parallel_chunk == 1 << 16);
+  CHECK(tasks_per_chunk(4, 1 << 14, 2) == 2);    // 2^16 floats on 2 threads: one claim each
+  CHECK(tasks_per_chunk(5, 1 << 14, 2) == 3);    // an odd count: the first claim takes the extra task
+  CHECK(tasks_per_chunk(4096, 1 << 14, 2) == 4); // 2^26 floats: claims of 2^16, a thread done early helps
+  CHECK(tasks_per_chunk(1000, 10, 8) == 125);    // short rows: an even run for each of 8 threads
+  CHECK(tasks_per_chunk(100000, 10, 2) == 6553); // many short rows: at most 2^16 elements per claim
+  CHECK(tasks_per_chunk(3, 1 << 20, 2) == 1);    // tasks longer than a claim: one at a time
+  CHECK(tasks_per_chunk(1, 1 << 14, 8) == 1);    // fewer tasks than threads
+}
+
 TEST_CASE("evaluate: outputs past the parallel threshold match the naive loop on any number of threads",
           "[evaluate][threads]") {
   static_assert(xlite::expr::parallel_threshold == 1 << 15);

@@ -264,20 +264,24 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
                  Combine combine, Store store) {
   using part = decltype(finish(std::declval<const Acc&>(), std::int64_t{}));
   const std::int64_t blocks = (plan.reduced + reduction_block - 1) / reduction_block;
-  std::vector<part> partial(static_cast<std::size_t>(plan.outputs_outer * blocks));
-  const std::int64_t grain = std::max<std::int64_t>(1, reduction_block / plan.reduced);
-  pool.parallel_for(plan.outputs_outer * blocks, grain, [&](std::int64_t first, std::int64_t last) {
+  const std::int64_t tasks = plan.outputs_outer * blocks;
+  // A full reduction of up to 2^18 elements has at most 16 parts: those stay on the stack.
+  std::array<part, 16> few_parts{};
+  std::vector<part> many_parts(tasks > std::ssize(few_parts) ? static_cast<std::size_t>(tasks) : 0);
+  part* const partial = many_parts.empty() ? few_parts.data() : many_parts.data();
+  const std::int64_t chunk = tasks_per_chunk(tasks, std::min(plan.reduced, reduction_block), pool.num_threads());
+  // Captured by value, as in parallel_rows: a worker finds what it reads in one place.
+  pool.parallel_for(tasks, chunk, [bound_expr, plan, partial, blocks, finish](std::int64_t first, std::int64_t last) {
     for (std::int64_t task = first; task < last; ++task) {
       const std::int64_t p = task / blocks;
       const std::int64_t begin = task % blocks * reduction_block;
       const std::int64_t end = std::min(plan.reduced, begin + reduction_block);
-      partial[static_cast<std::size_t>(task)] =
-          finish(accumulate_block<Acc, L>(bound_expr, plan, p, begin, end), begin);
+      partial[task] = finish(accumulate_block<Acc, L>(bound_expr, plan, p, begin, end), begin);
     }
   });
   for (std::int64_t p = 0; p < plan.outputs_outer; ++p) {
-    part total = partial[static_cast<std::size_t>(p * blocks)];
-    for (std::int64_t b = 1; b < blocks; ++b) total = combine(total, partial[static_cast<std::size_t>(p * blocks + b)]);
+    part total = partial[p * blocks];
+    for (std::int64_t b = 1; b < blocks; ++b) total = combine(total, partial[p * blocks + b]);
     store(p, total);
   }
 }
