@@ -570,20 +570,25 @@ bound_root<E> bind(const E& e, const loop_plan<Leaves>& plan) {
 
 // ---- the loop ------------------------------------------------------------------------------
 
-// How far ahead of the loop the streaming path asks for its operands. Past the cache the
-// hardware prefetcher alone keeps up with a loop that only moves data, not with one that
-// computes as well: e3 (exp and tanh) on 2^26 floats ran at 73% of the triad's rate, and at
-// 93% when each operand's line 2 KiB ahead was requested first (e1, e2, e4 unchanged).
-inline constexpr std::int64_t prefetch_distance_bytes = 2048;
+// How far ahead of the loop the streaming path asks for its operands, into L2. Past the
+// cache the hardware prefetcher alone kept up with a loop that only moves data but not, once,
+// with one that computes as well: e3 (exp and tanh) on 2^26 floats went from 73% to 93% of
+// the triad's rate when each operand's line 2 KiB ahead was requested into L1. Measured
+// again with huge pages (one core, separate processes interleaved, medians of 4-6 rounds),
+// requests into L1 cost e2 and e4, which read three operands, 15-20% (e2 27-30 GB/s against
+// 32-35 with none) and e3 did not gain; requests 1 KiB ahead into L2 ran as fast as none on
+// every row, or a few percent faster. The L1 requests hold miss buffers that the loop's own
+// loads need.
+inline constexpr std::int64_t prefetch_distance_bytes = 1024;
 
-// Requests, for every memory leaf of a bound tree, the line prefetch_distance_bytes past
-// position j of its current row. The address is computed as an integer: it may lie past
-// the leaf's end, where forming a pointer is undefined (a prefetch never faults).
+// Requests into L2, for every memory leaf of a bound tree, the line prefetch_distance_bytes
+// past position j of its current row. The address is computed as an integer: it may lie
+// past the leaf's end, where forming a pointer is undefined (a prefetch never faults).
 template <class B>
 void prefetch_leaves(const B& bound_tree, std::int64_t j) {
   if constexpr (requires { bound_tree.row; }) {
     const auto at = reinterpret_cast<std::uintptr_t>(bound_tree.row + j) + prefetch_distance_bytes;
-    __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 3);
+    __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 2); // locality 2: prefetcht1, into L2
   } else if constexpr (requires { bound_tree.operands; }) {
     std::apply([j](const auto&... o) { (prefetch_leaves(o, j), ...); }, bound_tree.operands);
   } else if constexpr (requires { bound_tree.operand; }) {
