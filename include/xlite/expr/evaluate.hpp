@@ -570,15 +570,14 @@ bound_root<E> bind(const E& e, const loop_plan<Leaves>& plan) {
 
 // ---- the loop ------------------------------------------------------------------------------
 
-// How far ahead of the loop the streaming path asks for its operands, into L2. Past the
-// cache the hardware prefetcher alone kept up with a loop that only moves data but not, once,
-// with one that computes as well: e3 (exp and tanh) on 2^26 floats went from 73% to 93% of
-// the triad's rate when each operand's line 2 KiB ahead was requested into L1. Measured
-// again with huge pages (one core, separate processes interleaved, medians of 4-6 rounds),
-// requests into L1 cost e2 and e4, which read three operands, 15-20% (e2 27-30 GB/s against
-// 32-35 with none) and e3 did not gain; requests 1 KiB ahead into L2 ran as fast as none on
-// every row, or a few percent faster. The L1 requests hold miss buffers that the loop's own
-// loads need.
+// How far ahead of the loop the streaming path asks for its operands, into L2. The loop
+// first asked 2 KiB ahead into L1, when that took e3 (exp and tanh) on 2^26 floats from 73%
+// to 93% of the triad's rate. Measured again on one core (separate processes interleaved,
+// with and without huge pages), those requests cost e2 and e4, which read three operands,
+// 15-20% against none (e2 27-30 GB/s against 32-35), and e3 no longer gained. 1 KiB into L1
+// cost e2 about 8%, 2 KiB into L2 cost e3 about 10%; 1 KiB into L2 matched no requests on
+// e2 and e4, and on e1 and e3 was as fast or up to 8% faster. Kept for machines whose
+// hardware prefetcher falls behind a loop that computes.
 inline constexpr std::int64_t prefetch_distance_bytes = 1024;
 
 // Requests into L2, for every memory leaf of a bound tree, the line prefetch_distance_bytes
@@ -603,13 +602,14 @@ inline constexpr std::int64_t parallel_grain = 1 << 14;
 
 // How many consecutive tasks of `task_elements` elements each a thread claims at once: as
 // many as give every thread one claim, up to parallel_chunk elements, so that on a long loop
-// a thread that is done early takes over chunks from a late one. A claim and its call cost
-// tens of ns: at 2^16 floats on 2 threads, 4 claims of 2^14 made e1 and e4 3-5% slower than
-// 2 of 2^15. Chunking is not what keeps results independent of the thread count (the tasks'
+// a thread that is done early takes over chunks from a late one. (On a short loop a thread
+// still takes over a claim that a late one has not made yet.) A claim and its call cost tens
+// of ns: at 2^16 floats on 2 threads, 4 claims of 2^14 made e1 and e4 3-5% slower than 2 of
+// 2^15. Chunking is not what keeps results independent of the thread count (the tasks'
 // boundaries are), so a kernel may take it from the pool's size.
 inline constexpr std::int64_t parallel_chunk = 1 << 16;
 inline std::int64_t tasks_per_chunk(std::int64_t tasks, std::int64_t task_elements, std::size_t threads) {
-  const auto t = static_cast<std::int64_t>(threads);
+  const auto t = std::max<std::int64_t>(1, static_cast<std::int64_t>(threads));
   const std::int64_t longest = std::max<std::int64_t>(1, parallel_chunk / std::max<std::int64_t>(1, task_elements));
   return std::max<std::int64_t>(1, std::min((tasks + t - 1) / t, longest));
 }
@@ -691,7 +691,7 @@ void parallel_rows(thread_pool& pool, std::int64_t count, std::int64_t row, Run 
   const std::int64_t pieces = row < parallel_grain ? 1 : (row + parallel_grain - 1) / parallel_grain;
   const std::int64_t tasks = count / row * pieces;
   const std::int64_t chunk = tasks_per_chunk(tasks, std::min(row, parallel_grain), pool.num_threads());
-  pool.parallel_for(tasks, chunk, [run, pieces, row](std::int64_t first, std::int64_t last) {
+  pool.parallel_for(tasks, chunk, [run = std::move(run), pieces, row](std::int64_t first, std::int64_t last) {
     const auto task_start = [&](std::int64_t task) { return task / pieces * row + task % pieces * parallel_grain; };
     run(task_start(first), task_start(last));
   });

@@ -265,12 +265,13 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
   using part = decltype(finish(std::declval<const Acc&>(), std::int64_t{}));
   const std::int64_t blocks = (plan.reduced + reduction_block - 1) / reduction_block;
   const std::int64_t tasks = plan.outputs_outer * blocks;
-  // A full reduction of up to 2^18 elements has at most 16 parts: those stay on the stack.
+  // Up to 16 parts (a full reduction of up to 2^18 elements) stay on the stack.
   std::array<part, 16> few_parts{};
   std::vector<part> many_parts(tasks > std::ssize(few_parts) ? static_cast<std::size_t>(tasks) : 0);
   part* const partial = many_parts.empty() ? few_parts.data() : many_parts.data();
   const std::int64_t chunk = tasks_per_chunk(tasks, std::min(plan.reduced, reduction_block), pool.num_threads());
-  // Captured by value, as in parallel_rows: a worker finds what it reads in one place.
+  // Captured by value, as in parallel_rows: a joining worker fetches the closure in a few
+  // transfers rather than following references into this frame and the caller's.
   pool.parallel_for(tasks, chunk, [bound_expr, plan, partial, blocks, finish](std::int64_t first, std::int64_t last) {
     for (std::int64_t task = first; task < last; ++task) {
       const std::int64_t p = task / blocks;
