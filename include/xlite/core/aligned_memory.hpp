@@ -88,12 +88,13 @@ inline constexpr bool huge_pages_supported = true;
 inline constexpr bool huge_pages_supported = false; // not Linux, or under AddressSanitizer
 #endif
 
+#ifdef XLITE_ALIGNED_MEMORY_HUGE_PAGES
+// Whether XLITE_HUGE_PAGES (read once) lets large buffers have huge pages.
 inline bool huge_pages_wanted() {
   static const bool wanted = env_integer("XLITE_HUGE_PAGES", 0, 1).value_or(1) == 1;
   return wanted;
 }
 
-#ifdef XLITE_ALIGNED_MEMORY_HUGE_PAGES
 // A mapping of xlite's own, recorded just before the buffer it holds.
 struct mapping_record {
   void* base;
