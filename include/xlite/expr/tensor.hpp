@@ -2,7 +2,8 @@
 
 // xlite::tensor<T>: an owning, contiguous, row-major host tensor of any rank up to 8, with
 // 64-byte aligned storage (one cache line, one AVX-512 register; a page from 32 KiB on, huge
-// pages from 32 MiB on: core/aligned_memory.hpp). Value semantics: copies copy the data, moves are cheap.
+// pages from 32 MiB on: core/aligned_memory.hpp). Value semantics: copies copy the data,
+// moves are cheap.
 // Assigning an expression evaluates it in one fused pass (expr/evaluate.hpp); printing and
 // other conveniences go through xtensor (expr/xtensor.hpp).
 
