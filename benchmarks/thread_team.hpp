@@ -35,7 +35,7 @@ public:
   ~thread_team() {
     stopping_.store(true, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release); // wakes the workers, which see stopping_
-    generation_.notify_all();
+    workers_asleep_.wake_all();
     for (std::thread& worker : workers_) worker.join();
   }
 
@@ -79,11 +79,11 @@ private:
     next_part_.store(0, std::memory_order_release); // publishes the job to workers still claiming
     if (!workers_.empty()) {
       generation_.fetch_add(1, std::memory_order_release); // and to the others
-      generation_.notify_all();                            // a system call only if a worker sleeps
+      workers_asleep_.wake_all();                          // a system call only if a worker sleeps
     }
     run_parts();
     for (int finished = finished_.load(std::memory_order_acquire); finished != size();) {
-      finished = xlite::detail::wait_for_change(finished_, finished, spin_time);
+      finished = xlite::detail::wait_for_change(finished_, finished, caller_asleep_, spin_time);
     }
   }
 
@@ -96,14 +96,14 @@ private:
       const std::int64_t begin = std::min(n_, part * length);
       const std::int64_t end = std::min(n_, begin + length);
       if (begin < end) call_(body_, part, begin, end);
-      if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == parts) finished_.notify_one();
+      if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == parts) caller_asleep_.wake_all();
     }
   }
 
   void work() {
     std::uint32_t seen = 0;
     for (;;) {
-      seen = xlite::detail::wait_for_change(generation_, seen, spin_time);
+      seen = xlite::detail::wait_for_change(generation_, seen, workers_asleep_, spin_time);
       if (stopping_.load(std::memory_order_relaxed)) return;
       run_parts();
     }
@@ -120,6 +120,8 @@ private:
   std::atomic<int> finished_{0};             // parts run to the end
   std::atomic<std::uint32_t> generation_{0}; // counts jobs (32 bits: what the kernel's futex waits on)
   std::atomic<bool> stopping_{false};
+  xlite::detail::sleepers workers_asleep_; // until generation_ changes
+  xlite::detail::sleepers caller_asleep_;  // until finished_ changes
   std::vector<std::thread> workers_; // last: the workers start once everything above exists
 };
 

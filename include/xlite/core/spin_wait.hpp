@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 namespace xlite::detail {
@@ -62,17 +63,49 @@ void spin_until(Done&& done) {
   for (spinner s; !done();) s.spin();
 }
 
+// The threads asleep until an atomic changes, and what wakes them: wake_all() after the
+// change costs one load when none sleeps. std::atomic::notify_all is not so cheap with
+// libstdc++ 12: it asks one of 16 waiter counts, chosen by address bits that are the same
+// for every 64-byte-aligned atomic, so while any thread of the process slept on any such
+// atomic, every notify of another made a futex system call. On the development VM that
+// was 1-2 us on every job of the thread pool while another pool's worker slept, and a
+// 2^16-float expression on two threads ran at 0.6 of the same loop split by hand.
+class sleepers {
+public:
+  // Wakes the threads asleep on the value; call it after changing the value.
+  void wake_all() noexcept {
+    // With sleep_while's fence: either this load sees the sleeper, or it sees the change.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (count_.load(std::memory_order_relaxed) == 0) return;
+    epoch_.fetch_add(1, std::memory_order_release);
+    epoch_.notify_all();
+  }
+
+  // Sleeps while value is old, until a wake_all (it may return early: check value again).
+  template <class T>
+  void sleep_while(const std::atomic<T>& value, T old) noexcept {
+    count_.fetch_add(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const std::uint32_t epoch = epoch_.load(std::memory_order_acquire);
+    if (value.load(std::memory_order_acquire) == old) epoch_.wait(epoch, std::memory_order_acquire);
+    count_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+private:
+  std::atomic<std::uint32_t> count_{0};
+  std::atomic<std::uint32_t> epoch_{0}; // what a sleeper waits on: a wake_all with sleepers moves it
+};
+
 // Waits until `value` is no longer `old` and returns what it is: spins for up to `spin`,
-// then naps in short sleeps for up to `nap`, then sleeps in value.wait(), which a
-// value.notify_one/notify_all after the change ends (the notify costs a system call only
-// while some thread sleeps).
+// then naps in short sleeps for up to `nap`, then sleeps on `asleep` until a wake_all after
+// the change.
 //
-// Why nap: a thread asleep in wait() is woken onto the CPU of the thread that notifies it
-// (the scheduler's wake-affine heuristic), and while that thread stays busy the woken one
-// waits there, measured here at 0.6 to 2 ms with the other core idle. A thread that naps
-// wakes from its own timer on its own CPU, within tens of microseconds.
+// Why nap: a thread asleep is woken onto the CPU of the thread that wakes it (the
+// scheduler's wake-affine heuristic), and while that thread stays busy the woken one waits
+// there, measured here at 0.6 to 2 ms with the other core idle. A thread that naps wakes
+// from its own timer on its own CPU, within tens of microseconds.
 template <class T>
-T wait_for_change(const std::atomic<T>& value, T old, std::chrono::microseconds spin,
+T wait_for_change(const std::atomic<T>& value, T old, sleepers& asleep, std::chrono::microseconds spin,
                   std::chrono::microseconds nap = std::chrono::microseconds(0)) {
   for (spinner s(std::chrono::steady_clock::now() + spin);;) {
     const T now = value.load(std::memory_order_acquire);
@@ -85,8 +118,11 @@ T wait_for_change(const std::atomic<T>& value, T old, std::chrono::microseconds 
     const T now = value.load(std::memory_order_acquire);
     if (now != old) return now;
   }
-  value.wait(old, std::memory_order_acquire);
-  return value.load(std::memory_order_acquire);
+  for (;;) {
+    const T now = value.load(std::memory_order_acquire);
+    if (now != old) return now;
+    asleep.sleep_while(value, old);
+  }
 }
 
 } // namespace xlite::detail

@@ -35,7 +35,7 @@ public:
   ~thread_pool() {
     job_.stopping.store(true, std::memory_order_relaxed);
     job_.generation.fetch_add(2, std::memory_order_release); // the workers see stopping after it
-    job_.generation.notify_all();
+    job_.asleep.wake_all();
     for (auto& worker : workers_) worker.join();
   }
 
@@ -138,7 +138,7 @@ private:
     job_.call.store(call, std::memory_order_relaxed);
     job_.pending.store(chunks, std::memory_order_relaxed);
     job_.generation.store(writing + 1, std::memory_order_release);
-    job_.generation.notify_all(); // a system call only if a worker sleeps
+    job_.asleep.wake_all(); // a system call only if a worker sleeps
     return {writing + 1, count, grain, chunks, body, call};
   }
 
@@ -220,7 +220,7 @@ private:
   void work(std::size_t slot) {
     current_pool() = this;
     for (std::uint32_t seen = 0;;) {
-      seen = detail::wait_for_change(job_.generation, seen, spin_before_sleep);
+      seen = detail::wait_for_change(job_.generation, seen, job_.asleep, spin_before_sleep);
       if (job_.stopping.load(std::memory_order_relaxed)) return;
       if (seen % 2 != 0) continue; // being written: wait for it to change again
       const std::optional<job_view> job = read_job(seen);
@@ -245,6 +245,7 @@ private:
     std::atomic<std::int64_t> chunks{0};
     std::atomic<void*> body{nullptr};
     std::atomic<call_type> call{nullptr};
+    detail::sleepers asleep; // workers asleep until the next job
   };
   static_assert(sizeof(job_line) <= 64, "a waiting worker takes the whole job in one cache line");
   job_line job_;

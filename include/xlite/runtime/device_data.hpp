@@ -47,7 +47,7 @@ public:
   // Blocks until the value exists; rethrows the error of the step that failed to make it.
   const buffer_ptr& wait() const {
     // A small step finishes within microseconds: spin before sleeping (see worker.hpp).
-    xlite::detail::wait_for_change(state_, pending, std::chrono::microseconds{100});
+    xlite::detail::wait_for_change(state_, pending, asleep_, std::chrono::microseconds{100});
     if (state_.load(std::memory_order_acquire) == failed) std::rethrow_exception(error_);
     return buffer_;
   }
@@ -57,7 +57,7 @@ private:
 
   void complete(std::uint8_t state) {
     state_.store(state, std::memory_order_release);
-    state_.notify_all();
+    asleep_.wake_all();
   }
 
   xlite::device device_;
@@ -66,6 +66,7 @@ private:
   buffer_ptr buffer_;
   std::exception_ptr error_;
   mutable std::atomic<std::uint8_t> state_{pending};
+  mutable xlite::detail::sleepers asleep_; // threads in wait() until state_ is set
 };
 
 using device_data_ptr = std::shared_ptr<device_data>;

@@ -45,13 +45,13 @@ public:
       tasks_.push_back(std::move(task));
     }
     unfinished_.fetch_add(1, std::memory_order_release);
-    unfinished_.notify_all();
+    asleep_.wake_all();
   }
 
   // Returns when every task submitted before the call has run.
   void wait_idle() {
     for (auto now = unfinished_.load(std::memory_order_acquire); now != 0;) {
-      now = xlite::detail::wait_for_change(unfinished_, now, spin_before_sleep);
+      now = xlite::detail::wait_for_change(unfinished_, now, asleep_, spin_before_sleep);
     }
   }
 
@@ -70,7 +70,7 @@ private:
     for (;;) {
       if (unfinished_.load(std::memory_order_acquire) == 0) {
         if (stopping_.load(std::memory_order_relaxed)) return;
-        xlite::detail::wait_for_change(unfinished_, std::int64_t{0}, spin_before_sleep, nap_before_sleep);
+        xlite::detail::wait_for_change(unfinished_, std::int64_t{0}, asleep_, spin_before_sleep, nap_before_sleep);
         continue;
       }
       std::function<void()> task;
@@ -81,13 +81,14 @@ private:
       }
       task();
       task = nullptr; // what it holds (a step's inputs) is freed before the task counts as done
-      if (unfinished_.fetch_sub(1, std::memory_order_acq_rel) == 1) unfinished_.notify_all();
+      if (unfinished_.fetch_sub(1, std::memory_order_acq_rel) == 1) asleep_.wake_all();
     }
   }
 
   std::mutex mutex_; // guards tasks_
   std::deque<std::function<void()>> tasks_;
   std::atomic<std::int64_t> unfinished_{0};
+  xlite::detail::sleepers asleep_; // the worker, or threads in wait_idle, until unfinished_ changes
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
