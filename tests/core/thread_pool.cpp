@@ -2,7 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -84,6 +86,20 @@ TEST_CASE("work really spreads over the pool's threads", "[thread_pool]") {
   });
   REQUIRE(ids.size() == 2);
   CHECK(ids[0] != ids[1]);
+}
+
+// A thread that has run its share helps with the shares of threads still busy: here the
+// chunk that takes long holds one thread, and the other runs the chunk after it.
+TEST_CASE("a thread busy with a long chunk gets help with the rest of its share", "[thread_pool]") {
+  xlite::thread_pool pool(2);
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    std::array<std::thread::id, 4> ran_on{};
+    pool.parallel_for(4, 1, [&](std::int64_t begin, std::int64_t) {
+      ran_on[static_cast<std::size_t>(begin)] = std::this_thread::get_id();
+      if (begin == 2) std::this_thread::sleep_for(std::chrono::milliseconds(20)); // the second share's first chunk
+    });
+    CHECK(ran_on[2] != ran_on[3]);
+  }
 }
 
 TEST_CASE("an exception in a chunk reaches the caller and the pool stays usable", "[thread_pool]") {
