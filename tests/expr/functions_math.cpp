@@ -54,6 +54,9 @@ TEST_CASE("functions: special values of the math functions", "[functions][specia
   };
   run(float{});
   run(double{});
+  // Float tanh batches clamp at 10 and their result at 1 (kernels/elementwise.hpp): exactly
+  // +-1 from 9.57 on, as the correctly rounded float tanh is.
+  check_special_values<op::tanh, float>({{{9.6}, 1}, {{-9.6}, -1}, {{10}, 1}, {{12}, 1}, {{-1e30}, -1}});
 }
 
 // C and torch.log1p keep the sign of a zero (xsimd::log1p(-0.0) alone is +0.0).
