@@ -570,31 +570,6 @@ bound_root<E> bind(const E& e, const loop_plan<Leaves>& plan) {
 
 // ---- the loop ------------------------------------------------------------------------------
 
-// How far ahead of the loop the streaming path asks for its operands, into L2. The loop
-// first asked 2 KiB ahead into L1, when that took e3 (exp and tanh) on 2^26 floats from 73%
-// to 93% of the triad's rate. Measured again on one core (separate processes interleaved,
-// with and without huge pages), those requests cost e2 and e4, which read three operands,
-// 15-20% against none (e2 27-30 GB/s against 32-35), and e3 no longer gained. 1 KiB into L1
-// cost e2 about 8%, 2 KiB into L2 cost e3 about 10%; 1 KiB into L2 matched no requests on
-// e2 and e4, and on e1 and e3 was as fast or up to 8% faster. Kept for machines whose
-// hardware prefetcher falls behind a loop that computes.
-inline constexpr std::int64_t prefetch_distance_bytes = 1024;
-
-// Requests into L2, for every memory leaf of a bound tree, the line prefetch_distance_bytes
-// past position j of its current row. The address is computed as an integer: it may lie
-// past the leaf's end, where forming a pointer is undefined (a prefetch never faults).
-template <class B>
-void prefetch_leaves(const B& bound_tree, std::int64_t j) {
-  if constexpr (requires { bound_tree.row; }) {
-    const auto at = reinterpret_cast<std::uintptr_t>(bound_tree.row + j) + prefetch_distance_bytes;
-    __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 2); // locality 2: prefetcht1, into L2
-  } else if constexpr (requires { bound_tree.operands; }) {
-    std::apply([j](const auto&... o) { (prefetch_leaves(o, j), ...); }, bound_tree.operands);
-  } else if constexpr (requires { bound_tree.operand; }) {
-    prefetch_leaves(bound_tree.operand, j);
-  }
-}
-
 // Outputs of at least this many elements are split over the thread pool, in tasks of about
 // `parallel_grain` elements (a multiple of every batch width, see parallel_rows).
 inline constexpr std::int64_t parallel_threshold = 1 << 15;
@@ -632,8 +607,10 @@ template <class Arch, class L, bool Contiguous, class B, class T>
       // task by the scalar form, and their bits would depend on the thread count.
       constexpr std::size_t alignment = sizeof(T) * static_cast<std::size_t>(width);
       if (streaming && reinterpret_cast<std::uintptr_t>(out + j) % alignment == 0) {
+        // No software prefetch: asking for each operand 1 KiB ahead into L2 was a wash on
+        // Zen 4 (up to 8% faster on e1 and e3, nothing on e2 and e4) and cost every case
+        // 10-29% on Zen 5, whose hardware prefetcher keeps up (docs/architecture.md).
         for (; j + width <= end; j += width) {
-          prefetch_leaves(expr.tree, j);
           kernels::store_streaming(out + j, expr.template get<Arch, L, Contiguous>(j));
         }
         kernels::streaming_fence();
