@@ -1,12 +1,17 @@
 // The benchmark program: registers the benchmarks of xlite, the machine's limits and the
-// peers CMake found (it defines XLITE_BENCH_HAVE_<PEER> for each), and runs them with two
+// peers CMake found (it defines XLITE_BENCH_HAVE_<PEER> for each), and runs them with three
 // context entries in the output for scripts/bench_table.py: the ISA xlite's kernels run,
-// and the peers this build compares with.
+// the peers this build compares with, and the time a cache line takes between two cores.
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -14,6 +19,7 @@
 
 #include "bench_common.hpp"
 #include "xlite/core/cpu_features.hpp"
+#include "xlite/core/spin_wait.hpp"
 
 namespace {
 
@@ -59,6 +65,35 @@ bool amx_leaf_hidden() {
 #endif
 }
 
+// The median time for a cache line to go from one thread to another and back, in ns, or
+// "-" on one CPU. On a VM it depends on where the host places the vCPUs (on the Zen 5 VM
+// 70-90 ns or about 500, changing during a run), and it sets what the rows on two threads
+// at small sizes pay per job: the table's first line shows it, as measured at the start.
+std::string core_round_trip_ns() {
+  if (std::thread::hardware_concurrency() < 2) return "-";
+  constexpr int trips = 20000;
+  alignas(128) std::atomic<int> ball{0};
+  std::thread other([&] {
+    for (int i = 0; i < trips; ++i) {
+      while (ball.load(std::memory_order_acquire) != 2 * i + 1) xlite::detail::cpu_relax();
+      ball.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  std::vector<double> ns;
+  ns.reserve(trips / 100);
+  for (int i = 0; i < trips; i += 100) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int j = i; j < i + 100; ++j) {
+      ball.store(2 * j + 1, std::memory_order_release);
+      while (ball.load(std::memory_order_acquire) != 2 * j + 2) xlite::detail::cpu_relax();
+    }
+    ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / 100);
+  }
+  other.join();
+  std::nth_element(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(ns.size() / 2), ns.end());
+  return std::to_string(static_cast<int>(ns[ns.size() / 2]));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -76,6 +111,7 @@ int main(int argc, char** argv) {
   xlite::bench::register_xlite_tpu();
   benchmark::AddCustomContext("peers", register_peers());
   benchmark::AddCustomContext("xlite_isa", std::string(xlite::name(xlite::active_isa())));
+  benchmark::AddCustomContext("core_round_trip_ns", core_round_trip_ns());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -179,6 +179,8 @@ def context_line(context: dict) -> str:
              f"{context.get('mhz_per_cpu', '?')} MHz, {context.get('date', '?')}"]
     if context.get("load_avg"):  # other work running during the run lowers every rate
         facts.append(f"load average {context['load_avg'][0]:.2f} at start")
+    if context.get("core_round_trip_ns", "-") != "-":  # what a job on two threads pays to start and end
+        facts.append(f"core round trip {context['core_round_trip_ns']} ns at start")
     if "xlite_isa" in context:
         facts.append(f"xlite ISA {context['xlite_isa']}")
     if "peers" in context:
