@@ -201,22 +201,30 @@ B scale_by_power_of_two(const B& p, const B& k) {
 
 // exp of a float batch: xsimd's reduction and polynomial (exp(r) for r = x - k ln 2 in
 // [-ln 2 / 2, ln 2 / 2]; at most 2 ULP over all floats) with the input clamped instead of
-// two compare-and-selects after, and the scaling by 2^k above: on AVX-512 a sixth faster,
-// the same values where the result is a normal float, and right where xsimd is not (it
-// flushes results below 2^-126 to 0 and returns inf from x = 88.38 on; floats reach 88.72).
+// two compare-and-selects after, and the scaling by 2^k above: on AVX-512 a sixth faster
+// than xsimd's, and right where xsimd is not (it flushes results below 2^-126 to 0 and
+// returns inf from x = 88.38 on; floats reach 88.72).
+//
+// Written for a short dependency chain, which is what limits exp in a longer expression
+// (e3 = exp(-x * x) * y + tanh(w)): k ln 2 is subtracted by fmas with the negated constants
+// (xsimd's fnma negates k first, with a subtraction from 0 that g++ cannot fold, since it
+// would change the sign of a zero), and the polynomial is evaluated in Estrin's form, three
+// fmas deep after r * r instead of Horner's five. Measured on Zen 5 at 2^16 floats: exp 12%
+// faster, e3 3% (level with Eigen's); the worst error over all floats stays 1.55 ULP from
+// the exact value (1.53 before).
 template <class B>
 B exp_float(const B& x) {
   // Past these exp is 0 and inf in float; the clamp keeps k small enough to scale with.
   // min/max return their second operand when either is NaN: NaN stays NaN.
   const B a = xsimd::max(B(-104.0f), xsimd::min(B(89.0f), x));
   const B k = xsimd::nearbyint(a * B(0x1.715476p+0f)); // 1 / ln 2
-  B r = xsimd::fnma(k, B(0x1.63p-1f), a);               // ln 2 in two parts: k * 0x1.63p-1 is exact
-  r = xsimd::fnma(k, B(-0x1.bd0106p-13f), r);
-  B y = xsimd::fma(r, B(0x1.6ef19ep-10f), B(0x1.131b16p-7f));
-  y = xsimd::fma(r, y, B(0x1.5552aep-5f));
-  y = xsimd::fma(r, y, B(0x1.55534ap-3f));
-  y = xsimd::fma(r, y, B(0.5f));
-  const B exp_r = xsimd::fma(y, r * r, r) + B(1.0f);
+  B r = xsimd::fma(k, B(-0x1.63p-1f), a);               // ln 2 in two parts: k * 0x1.63p-1 is exact
+  r = xsimd::fma(k, B(0x1.bd0106p-13f), r);
+  const B r2 = r * r;
+  const B low = xsimd::fma(r, B(0x1.55534ap-3f), B(0.5f));
+  const B high = xsimd::fma(r2, B(0x1.6ef19ep-10f), xsimd::fma(r, B(0x1.131b16p-7f), B(0x1.5552aep-5f)));
+  const B y = xsimd::fma(r2, high, low);
+  const B exp_r = xsimd::fma(y, r2, r) + B(1.0f);
   return scale_by_power_of_two(exp_r, k);
 }
 
