@@ -97,11 +97,11 @@ struct reduction_result {
 template <std::size_t Leaves>
 struct reduction_plan {
   loop_plan<Leaves> loop;
-  xlite::shape out;
+  xlite::shape out{};
   std::int64_t outputs_outer = 1; // P: positions of group 0
   std::int64_t reduced = 1;       // Q: positions of group 1 (may be 0)
   std::int64_t outputs_inner = 1; // I: positions of group 2
-  std::pair<std::size_t, std::size_t> outer_dims, reduced_dims, inner_dims;
+  std::pair<std::size_t, std::size_t> outer_dims{}, reduced_dims{}, inner_dims{};
 };
 
 template <class E>
@@ -110,7 +110,7 @@ reduction_plan<memory_leaf_count_v<E>> plan_reduction(const E& e, const axes& wh
   const std::size_t rank = in.rank();
   std::array<bool, max_rank> is_reduced{};
   if (which.all()) {
-    std::fill_n(is_reduced.begin(), rank, true);
+    is_reduced.fill(true); // all 8: one store, where a memset of `rank` bytes stalls the loads after it
   } else {
     for (const std::int64_t axis : which.list()) {
       const std::size_t a = normalize_axis(axis, rank, name(o));
@@ -150,8 +150,9 @@ reduction_plan<memory_leaf_count_v<E>> plan_reduction(const E& e, const axes& wh
     }
   }
   const auto strides = leaf_strides(e, in, std::span(order.data(), rank));
-  reduction_plan<memory_leaf_count_v<E>> plan;
-  plan.loop = make_plan(std::span(dims.data(), rank), strides, std::span(groups.data(), rank));
+  // Made in place: a copy of the loop plan just written would wait on its stores.
+  reduction_plan<memory_leaf_count_v<E>> plan{
+      .loop = make_plan(std::span(dims.data(), rank), strides, std::span(groups.data(), rank))};
   plan.outer_dims = plan.loop.span_of(0);
   plan.reduced_dims = plan.loop.span_of(1);
   plan.inner_dims = plan.loop.span_of(2);
