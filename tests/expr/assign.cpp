@@ -130,6 +130,44 @@ TEST_CASE("assign: eval and the converting constructor give the same tensor", "[
   });
 }
 
+// An expression carries its shape by reference to a tensor's where one has it, else as a copy
+// of its own (expr/shape_ref.hpp): a broadcast's, an adapted xtensor container's, a temporary
+// tensor's held by the expression. Each kind must survive the copies and moves of building and
+// returning an expression after the original is gone (the sanitizer build checks the reads).
+TEST_CASE("assign: an expression returned from where it was built keeps the shapes of its nodes and leaves",
+          "[assign]") {
+  const tensor<float> m{{1, 2, 3}, {4, 5, 6}};
+  const tensor<float> row{10, 20, 30};
+  xt::xarray<float> column = xt::xarray<float>::from_shape({2, 1});
+  column(0, 0) = 100.0f;
+  column(1, 0) = 200.0f;
+  const auto broadcast = [&] {
+    auto e = (m + row) * 2.0f;        // the sum's shape is a broadcast's, the product's a copy of it
+    return e + xlite::adapt(column); // (2, 3) + (2, 1), with the container's shape in its leaf
+  };
+  const auto over_temporary = [&] {
+    auto e = tensor<float>{{1, 2}, {3, 4}, {5, 6}} * 3.0f; // the leaf owns the tensor
+    auto copy = e;
+    return copy + 1.0f;
+  };
+  const auto outer = [&] {
+    auto e = tensor<float>{1, 2}.reshaped(shape{2, 1}) + row; // (2, 1) + (3): a new shape, (2, 3)
+    auto copy = e;
+    return copy - 1.0f;
+  };
+  xlite_test::for_each_isa_path([&](xlite::isa) {
+    const auto a = broadcast();
+    CHECK(xlite::expr::shape_of(a) == shape{2, 3});
+    CHECK(tensor<float>(a) == tensor<float>{{122, 144, 166}, {228, 250, 272}});
+    const auto b = over_temporary();
+    CHECK(xlite::expr::shape_of(b) == shape{3, 2});
+    CHECK(tensor<float>(b) == tensor<float>{{4, 7}, {10, 13}, {16, 19}});
+    const auto c = outer();
+    CHECK(xlite::expr::shape_of(c) == shape{2, 3});
+    CHECK(tensor<float>(c) == tensor<float>{{10, 20, 30}, {11, 21, 31}});
+  });
+}
+
 // a * b + c is two ops, two roundings, in every program: g++ (-ffp-contract=fast by default)
 // must not contract them into one fma where the target has FMA, which would make
 // x * x - x * x nonzero. (1 + 2^-12)^2 - (1 + 2^-11) is 0 rounded op by op and 2^-24 fused.

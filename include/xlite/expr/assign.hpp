@@ -43,7 +43,7 @@ void evaluate_expression(T* out, const E& e) {
 template <class T, expression E>
 void assign_expression(tensor<T>& dst, const E& e) {
   static_cast<void>(sizeof(checks::no_lazy_leaves<E>));
-  if (dst.shape() == e.shape && !overlaps_operand(e, dst.data(), dst.size())) {
+  if (dst.shape() == shape_of(e) && !overlaps_operand(e, dst.data(), dst.size())) {
     evaluate_expression(dst.data(), e);
   } else {
     dst = tensor<T>(e);

@@ -131,7 +131,7 @@ void evaluate_deferred(T* out, const E& e) {
     const auto& d = only_deferred(e);
     using D = std::remove_cvref_t<decltype(d)>;
     if constexpr (std::is_same_v<typename D::value_type, T>) {
-      if (d.shape == e.shape) {
+      if (d.shape == shape_of(e)) {
         // The element-wise part reads the deferred values where it writes its own: in place.
         const auto fused = replace_deferred<tensor_ref>(e, [&](const D&) { return tensor_ref<T>{out, e.shape}; });
         using F = std::remove_cvref_t<decltype(fused)>;

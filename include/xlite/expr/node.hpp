@@ -5,7 +5,8 @@
 // overloads (expr/functions.hpp). Operands are held by value; a leaf refers to a tensor's
 // memory (tensor_ref) or, when the tensor was a temporary, owns it (tensor_owner), so
 // `auto e = x + make_tensor();` does not dangle. A leaf over an lvalue tensor does: keep
-// the tensor alive while the expression lives, or call eval(e).
+// the tensor alive while the expression lives, or call eval(e). Leaves and nodes carry their
+// shape as a shape_ref (expr/shape_ref.hpp): a pointer to a tensor's shape where one has it.
 
 #include <cstdint>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "xlite/core/op.hpp"
 #include "xlite/core/shape.hpp"
+#include "xlite/expr/shape_ref.hpp"
 #include "xlite/expr/tensor.hpp"
 
 namespace xlite::expr {
@@ -24,7 +26,7 @@ template <class T>
 struct tensor_ref {
   using value_type = T;
   const T* data;
-  xlite::shape shape;
+  shape_ref shape;
 };
 
 // A leaf that owns a tensor that was a temporary when the expression was built. Shared, so
@@ -33,11 +35,12 @@ template <class T>
 struct tensor_owner {
   using value_type = T;
   std::shared_ptr<const tensor<T>> held;
-  xlite::shape shape;
+  shape_ref shape;
   const T* data;
 
   explicit tensor_owner(tensor<T>&& t)
-      : held(std::make_shared<const tensor<T>>(std::move(t))), shape(held->shape()), data(held->data()) {}
+      : held(std::make_shared<const tensor<T>>(std::move(t))), shape(shape_ref::to(held->shape())),
+        data(held->data()) {}
 };
 
 // A run-time scalar, broadcast to every element.
@@ -65,7 +68,7 @@ struct node {
   using value_type = T;
   static constexpr op kind = O;
   std::tuple<Operands...> operands;
-  xlite::shape shape;
+  shape_ref shape;
 };
 
 // cast<To>(operand).
@@ -73,8 +76,25 @@ template <class To, class Operand>
 struct cast_node {
   using value_type = To;
   Operand operand;
-  xlite::shape shape;
+  shape_ref shape;
 };
+
+// The shape of any expression: leaves, nodes, scalars, deferred and lazy leaves alike.
+template <class E>
+const xlite::shape& shape_of(const E& e) noexcept {
+  return e.shape;
+}
+
+// E's shape as a node over E carries it: the same reference where E holds a shape_ref, else
+// a copy (a deferred or lazy leaf holds a shape of its own).
+template <class E>
+shape_ref carried_shape(const E& e) noexcept {
+  if constexpr (std::is_same_v<std::remove_cvref_t<decltype(e.shape)>, shape_ref>) {
+    return e.shape;
+  } else {
+    return shape_ref(e.shape);
+  }
+}
 
 // A deferred leaf (expr/deferred.hpp): computed as a whole when its expression is
 // evaluated, as matmul is.

@@ -340,7 +340,7 @@ auto reduce_leaves(const E& e, const axes& which, bool keep) {
   tensor<R> out(tensor<R>::uninitialized, plan.out);
   if (plan.reduced == 0) {
     if constexpr (O == op::max || O == op::min) {
-      throw value_error(detail::message(name(O), ": cannot reduce over an empty axis (shape ", e.shape, ")"));
+      throw value_error(detail::message(name(O), ": cannot reduce over an empty axis (shape ", shape_of(e), ")"));
     } else {
       const R fill = O == op::mean ? std::numeric_limits<R>::quiet_NaN() : red::template identity<R>();
       std::fill(out.begin(), out.end(), fill);
@@ -479,7 +479,7 @@ tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
   const auto plan = plan_reduction(e, which, keep, op::argmax);
   tensor<std::int64_t> out(tensor<std::int64_t>::uninitialized, plan.out);
   if (plan.reduced == 0)
-    throw value_error(detail::message("argmax: cannot reduce over an empty axis (shape ", e.shape, ")"));
+    throw value_error(detail::message("argmax: cannot reduce over an empty axis (shape ", shape_of(e), ")"));
   if (out.size() == 0) return out;
   const auto bound_expr = bind(e, plan.loop);
   using L = lane_type_t<E>;

@@ -57,7 +57,7 @@ template <expr::xtensor_container C>
 auto adapt(const C& c) {
   expr::check_row_major(c, "adapt");
   using T = typename C::value_type;
-  return expr::tensor_ref<T>{c.data(), xlite::shape(c.shape())};
+  return expr::tensor_ref<T>{c.data(), expr::shape_ref(xlite::shape(c.shape()))};
 }
 
 // An xtensor view (an xarray_adaptor) of a tensor's memory; changes go both ways.
@@ -77,11 +77,11 @@ template <expr::xtensor_container C, expr::expression E>
 void assign(C& dst, const E& e) {
   using T = typename C::value_type;
   expr::check_row_major(dst, "assign");
-  const std::vector<std::size_t> dims(e.shape.begin(), e.shape.end());
+  const std::vector<std::size_t> dims(expr::shape_of(e).begin(), expr::shape_of(e).end());
   const bool resize = !std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end());
   // Whether e reads dst's memory, as it is now: resizing may free it.
   const auto current_size = static_cast<std::int64_t>(dst.size());
-  if (expr::overlaps_operand(e, dst.data(), resize ? current_size : e.shape.numel())) {
+  if (expr::overlaps_operand(e, dst.data(), resize ? current_size : expr::shape_of(e).numel())) {
     const tensor<T> temporary = e;
     if (resize) dst.resize(dims);
     std::copy(temporary.begin(), temporary.end(), dst.data());
