@@ -142,7 +142,7 @@ TEST_CASE("assign: an expression returned from where it was built keeps the shap
   column(0, 0) = 100.0f;
   column(1, 0) = 200.0f;
   const auto broadcast = [&] {
-    auto e = (m + row) * 2.0f;        // the sum's shape is a broadcast's, the product's a copy of it
+    auto e = (m + row) * 2.0f;       // the sum's shape is a broadcast's, the product's a copy of it
     return e + xlite::adapt(column); // (2, 3) + (2, 1), with the container's shape in its leaf
   };
   const auto over_temporary = [&] {

@@ -211,13 +211,20 @@ template <class E>
   return make_plan(target.dims(), strides, std::span(one_group.data(), target.rank()));
 }
 
+// Whether every memory leaf of e has shape s: nothing is broadcast, and all leaves walk one
+// flat run together.
+template <class E>
+bool memory_leaves_have_shape(const E& e, const xlite::shape& s) {
+  bool same = true;
+  for_each_memory_leaf(e, [&](const void*, const xlite::shape& leaf, std::size_t) { same = same && leaf == s; });
+  return same;
+}
+
 // The loop for writing e element by element into a tensor of e's shape.
 template <class E>
 loop_plan<memory_leaf_count_v<E>> plan_elementwise(const E& e) {
   const xlite::shape& target = shape_of(e);
-  bool same_shapes = true;
-  for_each_memory_leaf(e, [&](const void*, const xlite::shape& s, std::size_t) { same_shapes = same_shapes && s == target; });
-  if (same_shapes) return flat_plan<memory_leaf_count_v<E>>(target.numel());
+  if (memory_leaves_have_shape(e, target)) return flat_plan<memory_leaf_count_v<E>>(target.numel());
   return plan_broadcast(e);
 }
 

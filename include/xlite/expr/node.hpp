@@ -39,8 +39,8 @@ struct tensor_owner {
   const T* data;
 
   explicit tensor_owner(tensor<T>&& t)
-      : held(std::make_shared<const tensor<T>>(std::move(t))), shape(shape_ref::to(held->shape())),
-        data(held->data()) {}
+      : held(std::make_shared<const tensor<T>>(std::move(t))), shape(shape_ref::to(held->shape())), data(held->data()) {
+  }
 };
 
 // A run-time scalar, broadcast to every element.
