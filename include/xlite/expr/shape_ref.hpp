@@ -10,9 +10,9 @@
 //
 // A shape_ref points to the shape of a tensor outside the expression: a leaf over an
 // xlite::tensor, and every node whose operands all have that shape (the common case), so
-// that copying it copies a pointer. Only a shape that no tensor has (a broadcast's, an
-// adapted xtensor container's, a reduction's) is held in the shape_ref itself, and copied.
-// The tensor must outlive the expression, as its data must already.
+// that copying it copies a pointer. Only a shape that no tensor has (a broadcast's, an adapted
+// xtensor container's, a deferred or lazy leaf's) is held in the shape_ref itself, and copied.
+// The tensor object must outlive the expression and stay in place, not only its data.
 
 #include <memory>
 
