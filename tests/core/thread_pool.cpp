@@ -88,6 +88,58 @@ TEST_CASE("work really spreads over the pool's threads", "[thread_pool]") {
   CHECK(ids[0] != ids[1]);
 }
 
+// Two chunks that wait for each other, so that both threads run one; each records the
+// address of the body object its thread called.
+template <class Payload, bool ConstCall>
+struct address_recorder {
+  Payload payload{};
+  std::mutex* m;
+  std::vector<std::pair<std::thread::id, const void*>>* called;
+  std::atomic<int>* arrived;
+
+  void record(const void* self) const {
+    {
+      std::scoped_lock lock(*m);
+      called->emplace_back(std::this_thread::get_id(), self);
+    }
+    arrived->fetch_add(1);
+    while (arrived->load() < 2) std::this_thread::yield();
+  }
+  void operator()(std::int64_t, std::int64_t) const requires ConstCall { record(this); }
+  void operator()(std::int64_t, std::int64_t) requires(!ConstCall) { record(this); }
+};
+
+// Whether the worker called a copy of body (the calling thread always calls body itself).
+template <class Body>
+bool worker_called_a_copy(xlite::thread_pool& pool, Body& body) {
+  body.arrived->store(0);
+  body.called->clear();
+  pool.parallel_for(2, 1, body);
+  REQUIRE(body.called->size() == 2);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (const auto& [thread, self] : *body.called) {
+    if (thread == caller) CHECK(self == &body);
+  }
+  return (*body.called)[0].second != (*body.called)[1].second;
+}
+
+// Workers call a copy in the pool's own cache lines, so that they leave no line of the
+// caller's stack in their caches; only where a copy is cheap and calls it the same way.
+TEST_CASE("workers call a copy of a small, trivially copied, const body; other bodies in place", "[thread_pool]") {
+  xlite::thread_pool pool(2);
+  std::mutex m;
+  std::vector<std::pair<std::thread::id, const void*>> called;
+  std::atomic<int> arrived{0};
+  address_recorder<std::array<char, 64>, true> small{{}, &m, &called, &arrived};
+  CHECK(worker_called_a_copy(pool, small));
+  address_recorder<std::array<char, 4096>, true> large{{}, &m, &called, &arrived};
+  CHECK_FALSE(worker_called_a_copy(pool, large));
+  address_recorder<std::string, true> not_trivially_copied{"a string", &m, &called, &arrived};
+  CHECK_FALSE(worker_called_a_copy(pool, not_trivially_copied));
+  address_recorder<std::array<char, 64>, false> non_const_call{{}, &m, &called, &arrived};
+  CHECK_FALSE(worker_called_a_copy(pool, non_const_call));
+}
+
 // A thread that has run its share helps with the shares of threads still busy: here the
 // chunk that takes long holds one thread, and the other runs the chunk after it.
 TEST_CASE("a thread busy with a long chunk gets help with the rest of its share", "[thread_pool]") {

@@ -6,15 +6,19 @@
 // the chunk results in chunk order gets bitwise the same answer with any thread count.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -68,20 +72,33 @@ public:
       for (std::int64_t begin = 0; begin < count; begin += grain) body(begin, std::min(count, begin + grain));
       return;
     }
+    using closure = std::remove_cvref_t<Body>;
+    // The workers call a copy of the body in the pool's closure lines where it can be made
+    // (see worker_closure_), else the body itself through a reference.
+    constexpr bool workers_copy = std::is_trivially_copy_constructible_v<closure> &&
+                                  std::is_trivially_destructible_v<closure> &&
+                                  std::invocable<const closure&, std::int64_t, std::int64_t> &&
+                                  sizeof(closure) <= sizeof(worker_closure_) && alignof(closure) <= line_pair;
     auto invoke = [&body](std::int64_t begin, std::int64_t end) { body(begin, end); };
+    using callee = std::conditional_t<workers_copy, const closure, decltype(invoke)>;
     const call_type call = [](void* f, std::int64_t begin, std::int64_t end) {
-      (*static_cast<decltype(invoke)*>(f))(begin, end);
+      (*static_cast<callee*>(f))(begin, end);
     };
     std::scoped_lock one_job_at_a_time(submit_mutex_);
     // A worker that helped read this share in the last job: ask for it back while the job
     // is posted, not when the first claim needs it (50 ns per job on the development VM).
     __builtin_prefetch(&threads_[0].share, 1, 3);
-    const job_view job = post(count, grain, chunks, &invoke, call);
+    void* for_workers = &invoke;
+    if constexpr (workers_copy) for_workers = ::new (static_cast<void*>(worker_closure_.data())) closure(body);
+    const job_view job = post(count, grain, chunks, for_workers, call);
     const thread_pool* outer = std::exchange(current_pool(), this);
+    // The calling thread calls the body itself, never reading the copy it has just written.
+    job_view callers = job;
+    if constexpr (workers_copy) callers.body = const_cast<void*>(static_cast<const void*>(std::addressof(body)));
     // A chunk is counted only once its body has returned (or as given up), and a thread
     // holding an older job claims nothing: once all are counted, no thread will call body
-    // or read invoke.
-    run_chunks(0, job);
+    // or read invoke or the copy.
+    run_chunks(0, callers);
     detail::spin_until([&] { return all_done(job); });
     current_pool() = outer;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
@@ -93,7 +110,8 @@ private:
   // How long an idle worker watches for the next job before it sleeps: waking a sleeping
   // thread costs more than a short loop takes, and parallel loops often come in series.
   static constexpr std::chrono::microseconds spin_before_sleep{200};
-  // How much of the caller's stack, from its closure on, a joining worker prefetches.
+  // How much of the closure a joining worker prefetches: all of worker_closure_, or the
+  // caller's stack from the closure on, where its captures usually are.
   static constexpr std::uintptr_t prefetched_closure_lines = 8;
 
   // What a thread knows of the job it works on: job_'s fields, checked to be one job's.
@@ -260,9 +278,8 @@ private:
       if (seen % 2 != 0) continue; // being written: wait for it to change again
       const std::optional<job_view> job = read_job(seen);
       if (!job) continue;
-      // Start the transfer of the caller's closure, with what lies after it on the caller's
-      // stack, where its captures usually are, all at once: each line would otherwise wait
-      // for the address that the one before it holds.
+      // Start the transfer of the closure all at once: each line would otherwise wait for
+      // the address that the one before it holds.
       for (std::uintptr_t line = 0; line < prefetched_closure_lines; ++line) {
         __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(job->body) + 64 * line));
       }
@@ -287,6 +304,14 @@ private:
   // Read by the workers, written only while the pool is made and destroyed.
   std::vector<thread_state> threads_; // the caller's first
   std::vector<std::thread> workers_;
+  // The copy of the job's body that the workers call, when its copy constructor and
+  // destructor are trivial, it is const-callable and it fits (xlite's loops capture what
+  // they read by value: 200-460 bytes). A worker that read the body on the caller's stack
+  // left those lines shared with its core, and the caller's next frames there (the next
+  // call's planning) waited for it to give them up: one core-to-core transfer each, 0.4 us
+  // per call of sum(x * y) on 2^16 floats where the two vCPUs were 500 ns apart
+  // (docs/architecture.md).
+  alignas(line_pair) std::array<std::byte, prefetched_closure_lines * 64> worker_closure_{};
   // Written by the caller in every job: a pair of lines of their own.
   alignas(line_pair) std::mutex submit_mutex_; // one parallel_for at a time per pool
   std::mutex error_mutex_;

@@ -693,7 +693,7 @@ void walk_rows(B& expr, const loop_nest& plan, std::array<std::int64_t, max_rank
 // `run` is taken by value and kept, with all the loop reads, in the one closure the pool's
 // threads call: a worker that joins fetches it from the caller's core in a few cache-line
 // transfers instead of one per reference it would otherwise follow (e4 at 2^16 floats on 2
-// threads: 2-5% faster).
+// threads: 2-5% faster); copied trivially, it reaches the workers as the pool's copy.
 template <class Run>
 void parallel_rows(thread_pool& pool, std::int64_t count, std::int64_t row, Run run) {
   const std::int64_t pieces = row < parallel_grain ? 1 : (row + parallel_grain - 1) / parallel_grain;

@@ -272,7 +272,8 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
   part* const partial = many_parts.empty() ? few_parts.data() : many_parts.data();
   const std::int64_t chunk = tasks_per_chunk(tasks, std::min(plan.reduced, reduction_block), pool.num_threads());
   // Captured by value, as in parallel_rows: a joining worker fetches the closure in a few
-  // transfers rather than following references into this frame and the caller's.
+  // transfers, from the pool's copy, rather than following references into this frame and
+  // the caller's.
   pool.parallel_for(tasks, chunk, [bound_expr, plan, partial, blocks, finish](std::int64_t first, std::int64_t last) {
     for (std::int64_t task = first; task < last; ++task) {
       const std::int64_t p = task / blocks;
