@@ -52,7 +52,9 @@ public:
   // Calls body(begin, end) once for every chunk [begin, end) of [0, count) and returns when
   // all are done. If a call throws, chunks not yet started are skipped and the first
   // exception is rethrown here. A parallel_for issued from inside a body runs serially on
-  // the thread that issued it, so nesting cannot deadlock.
+  // the thread that issued it, so nesting cannot deadlock. The workers may call a copy of
+  // body (see worker_closure_): one with a trivial copy and a const call, whose copies
+  // behave alike; the calling thread calls body itself.
   //
   // Thread k first runs the k-th of num_threads() equal shares of the chunks, then helps
   // with the shares of threads that are late. A loop run again over the same data thus
