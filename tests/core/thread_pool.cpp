@@ -90,31 +90,29 @@ TEST_CASE("work really spreads over the pool's threads", "[thread_pool]") {
 
 // Two chunks that wait for each other, so that both threads run one; each records the
 // address of the body object its thread called.
-template <class Payload, bool ConstCall>
+template <class Payload>
 struct address_recorder {
   Payload payload{};
   std::mutex* m;
   std::vector<std::pair<std::thread::id, const void*>>* called;
   std::atomic<int>* arrived;
 
-  void record(const void* self) const {
+  void operator()(std::int64_t, std::int64_t) const {
     {
       std::scoped_lock lock(*m);
-      called->emplace_back(std::this_thread::get_id(), self);
+      called->emplace_back(std::this_thread::get_id(), this);
     }
     arrived->fetch_add(1);
     while (arrived->load() < 2) std::this_thread::yield();
   }
-  void operator()(std::int64_t, std::int64_t) const requires ConstCall { record(this); }
-  void operator()(std::int64_t, std::int64_t) requires(!ConstCall) { record(this); }
 };
 
 // Whether the worker called a copy of body (the calling thread always calls body itself).
-template <class Body>
-bool worker_called_a_copy(xlite::thread_pool& pool, Body& body) {
+template <class Body, class... Tag>
+bool worker_called_a_copy(xlite::thread_pool& pool, const Body& body, Tag... may_copy) {
   body.arrived->store(0);
   body.called->clear();
-  pool.parallel_for(2, 1, body);
+  pool.parallel_for(2, 1, body, may_copy...);
   REQUIRE(body.called->size() == 2);
   const std::thread::id caller = std::this_thread::get_id();
   for (const auto& [thread, self] : *body.called) {
@@ -124,20 +122,19 @@ bool worker_called_a_copy(xlite::thread_pool& pool, Body& body) {
 }
 
 // Workers call a copy in the pool's own cache lines, so that they leave no line of the
-// caller's stack in their caches; only where a copy is cheap and calls it the same way.
-TEST_CASE("workers call a copy of a small, trivially copied, const body; other bodies in place", "[thread_pool]") {
+// caller's stack in their caches: only when asked to, and when the body fits.
+TEST_CASE("workers call a copy of the body only given workers_may_copy and a body that fits", "[thread_pool]") {
   xlite::thread_pool pool(2);
   std::mutex m;
   std::vector<std::pair<std::thread::id, const void*>> called;
   std::atomic<int> arrived{0};
-  address_recorder<std::array<char, 64>, true> small{{}, &m, &called, &arrived};
-  CHECK(worker_called_a_copy(pool, small));
-  address_recorder<std::array<char, 4096>, true> large{{}, &m, &called, &arrived};
-  CHECK_FALSE(worker_called_a_copy(pool, large));
-  address_recorder<std::string, true> not_trivially_copied{"a string", &m, &called, &arrived};
-  CHECK_FALSE(worker_called_a_copy(pool, not_trivially_copied));
-  address_recorder<std::array<char, 64>, false> non_const_call{{}, &m, &called, &arrived};
-  CHECK_FALSE(worker_called_a_copy(pool, non_const_call));
+  const address_recorder<std::array<char, 64>> small{{}, &m, &called, &arrived};
+  CHECK(worker_called_a_copy(pool, small, xlite::thread_pool::workers_may_copy));
+  CHECK_FALSE(worker_called_a_copy(pool, small));
+  const address_recorder<std::array<char, 4096>> large{{}, &m, &called, &arrived};
+  CHECK_FALSE(worker_called_a_copy(pool, large, xlite::thread_pool::workers_may_copy));
+  const address_recorder<std::string> not_trivially_copied{"a string", &m, &called, &arrived};
+  CHECK_FALSE(worker_called_a_copy(pool, not_trivially_copied)); // with workers_may_copy: a static_assert
 }
 
 // A thread that has run its share helps with the shares of threads still busy: here the

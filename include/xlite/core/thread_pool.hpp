@@ -52,9 +52,7 @@ public:
   // Calls body(begin, end) once for every chunk [begin, end) of [0, count) and returns when
   // all are done. If a call throws, chunks not yet started are skipped and the first
   // exception is rethrown here. A parallel_for issued from inside a body runs serially on
-  // the thread that issued it, so nesting cannot deadlock. The workers may call a copy of
-  // body (see worker_closure_): one with a trivial copy and a const call, whose copies
-  // behave alike; the calling thread calls body itself.
+  // the thread that issued it, so nesting cannot deadlock.
   //
   // Thread k first runs the k-th of num_threads() equal shares of the chunks, then helps
   // with the shares of threads that are late. A loop run again over the same data thus
@@ -63,6 +61,34 @@ public:
   // There may be at most 2^32 - 1 chunks (each a call of body), on any pool.
   template <std::invocable<std::int64_t, std::int64_t> Body>
   void parallel_for(std::int64_t count, std::int64_t grain, Body&& body) {
+    run_job<false>(count, grain, body);
+  }
+
+  // Passed to parallel_for with a body that holds by value all it reads and only reads it,
+  // as xlite's own loops do: the workers may then call a copy of it in the pool's own
+  // lines (see worker_closure_). Every thread calls it as const; the calling thread calls
+  // body itself.
+  struct workers_may_copy_t {
+    explicit workers_may_copy_t() = default;
+  };
+  static constexpr workers_may_copy_t workers_may_copy{};
+
+  template <class Body>
+  requires std::is_object_v<Body> && std::invocable<const Body&, std::int64_t, std::int64_t>
+  void parallel_for(std::int64_t count, std::int64_t grain, const Body& body, workers_may_copy_t) {
+    static_assert(std::is_trivially_copy_constructible_v<Body> && std::is_trivially_destructible_v<Body>,
+                  "xlite::thread_pool::parallel_for(..., workers_may_copy): the body must copy trivially "
+                  "(capture pointers and values, not containers)");
+    // A body too large for the pool's lines is called in place.
+    run_job<sizeof(Body) <= sizeof(worker_closure_) && alignof(Body) <= line_pair>(count, grain, body);
+  }
+
+private:
+  using call_type = void (*)(void* body, std::int64_t begin, std::int64_t end);
+
+  // parallel_for; with CopyForWorkers, the workers call a copy of body in worker_closure_.
+  template <bool CopyForWorkers, class Body>
+  void run_job(std::int64_t count, std::int64_t grain, Body& body) {
     if (grain < 1) throw value_error(detail::message("parallel_for: grain must be at least 1, got ", grain));
     if (count <= 0) return;
     const std::int64_t chunks = count / grain + (count % grain != 0);
@@ -74,15 +100,9 @@ public:
       for (std::int64_t begin = 0; begin < count; begin += grain) body(begin, std::min(count, begin + grain));
       return;
     }
-    using closure = std::remove_cvref_t<Body>;
-    // The workers call a copy of the body in the pool's closure lines where it can be made
-    // (see worker_closure_), else the body itself through a reference.
-    constexpr bool workers_copy = std::is_trivially_copy_constructible_v<closure> &&
-                                  std::is_trivially_destructible_v<closure> &&
-                                  std::invocable<const closure&, std::int64_t, std::int64_t> &&
-                                  sizeof(closure) <= sizeof(worker_closure_) && alignof(closure) <= line_pair;
     auto invoke = [&body](std::int64_t begin, std::int64_t end) { body(begin, end); };
-    using callee = std::conditional_t<workers_copy, const closure, decltype(invoke)>;
+    using copy = std::remove_cv_t<Body>;
+    using callee = std::conditional_t<CopyForWorkers, const copy, decltype(invoke)>;
     const call_type call = [](void* f, std::int64_t begin, std::int64_t end) {
       (*static_cast<callee*>(f))(begin, end);
     };
@@ -91,12 +111,13 @@ public:
     // is posted, not when the first claim needs it (50 ns per job on the development VM).
     __builtin_prefetch(&threads_[0].share, 1, 3);
     void* for_workers = &invoke;
-    if constexpr (workers_copy) for_workers = ::new (static_cast<void*>(worker_closure_.data())) closure(body);
+    if constexpr (CopyForWorkers)
+      for_workers = ::new (static_cast<void*>(worker_closure_.data())) copy(std::as_const(body));
     const job_view job = post(count, grain, chunks, for_workers, call);
     const thread_pool* outer = std::exchange(current_pool(), this);
-    // The calling thread calls the body itself, never reading the copy it has just written.
+    // The calling thread calls body itself, never reading the copy it has just written.
     job_view callers = job;
-    if constexpr (workers_copy) callers.body = const_cast<void*>(static_cast<const void*>(std::addressof(body)));
+    if constexpr (CopyForWorkers) callers.body = const_cast<void*>(static_cast<const void*>(std::addressof(body)));
     // A chunk is counted only once its body has returned (or as given up), and a thread
     // holding an older job claims nothing: once all are counted, no thread will call body
     // or read invoke or the copy.
@@ -105,9 +126,6 @@ public:
     current_pool() = outer;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
-
-private:
-  using call_type = void (*)(void* body, std::int64_t begin, std::int64_t end);
 
   // How long an idle worker watches for the next job before it sleeps: waking a sleeping
   // thread costs more than a short loop takes, and parallel loops often come in series.
@@ -306,13 +324,13 @@ private:
   // Read by the workers, written only while the pool is made and destroyed.
   std::vector<thread_state> threads_; // the caller's first
   std::vector<std::thread> workers_;
-  // The copy of the job's body that the workers call, when its copy constructor and
-  // destructor are trivial, it is const-callable and it fits (xlite's loops capture what
-  // they read by value: 200-460 bytes). A worker that read the body on the caller's stack
-  // left those lines shared with its core, and the caller's next frames there (the next
-  // call's planning) waited for it to give them up: one core-to-core transfer each, 0.4 us
-  // per call of sum(x * y) on 2^16 floats where the two vCPUs were 500 ns apart
-  // (docs/architecture.md).
+  // The copy of the job's body that the workers call, given workers_may_copy and a body
+  // that fits (xlite's loops capture what they read by value: 200-460 bytes). A worker
+  // that read the body on the caller's stack left those lines shared with its core, and
+  // the caller's next frames there (the next call's planning) waited for it to give them
+  // up: one core-to-core transfer each, 0.4 us per call of sum(x * y) on 2^16 floats where
+  // the two vCPUs were 500 ns apart (docs/architecture.md). Only on request: a copy would
+  // lose what a body writes into itself, slice a base class, or change an address it uses.
   alignas(line_pair) std::array<std::byte, prefetched_closure_lines * 64> worker_closure_{};
   // Written by the caller in every job: a pair of lines of their own.
   alignas(line_pair) std::mutex submit_mutex_; // one parallel_for at a time per pool

@@ -274,14 +274,17 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
   // Captured by value, as in parallel_rows: a joining worker fetches the closure in a few
   // transfers, from the pool's copy, rather than following references into this frame and
   // the caller's.
-  pool.parallel_for(tasks, chunk, [bound_expr, plan, partial, blocks, finish](std::int64_t first, std::int64_t last) {
-    for (std::int64_t task = first; task < last; ++task) {
-      const std::int64_t p = task / blocks;
-      const std::int64_t begin = task % blocks * reduction_block;
-      const std::int64_t end = std::min(plan.reduced, begin + reduction_block);
-      partial[task] = finish(accumulate_block<Acc, L>(bound_expr, plan, p, begin, end), begin);
-    }
-  });
+  pool.parallel_for(
+      tasks, chunk,
+      [bound_expr, plan, partial, blocks, finish](std::int64_t first, std::int64_t last) {
+        for (std::int64_t task = first; task < last; ++task) {
+          const std::int64_t p = task / blocks;
+          const std::int64_t begin = task % blocks * reduction_block;
+          const std::int64_t end = std::min(plan.reduced, begin + reduction_block);
+          partial[task] = finish(accumulate_block<Acc, L>(bound_expr, plan, p, begin, end), begin);
+        }
+      },
+      thread_pool::workers_may_copy);
   for (std::int64_t p = 0; p < plan.outputs_outer; ++p) {
     part total = partial[p * blocks];
     for (std::int64_t b = 1; b < blocks; ++b) total = combine(total, partial[p * blocks + b]);
