@@ -351,17 +351,21 @@ struct sharing_context<Arch, L, type_list<Repeated...>> {
 template <class E>
 struct bound;
 
+// A memory leaf. Its strides stay in the loop plan, found by the leaf's number there rather
+// than by a pointer: a task that copies the plan (parallel_rows, reduce_rows) then reads
+// them from its own copy, which the pool's workers hold in lines of their own, and not
+// from the calling thread's stack.
 template <class T>
 struct bound_memory {
   const T* base;
-  const std::int64_t* strides; // the loop plan's, per dimension
   const T* row;
   // Along the innermost dimension: 1, or 0 where broadcast.
   std::int64_t inner_stride;
+  std::size_t leaf; // in tree order: the plan's leaf_strides[leaf]
 
-  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
+  void start_row(const strides_t* leaf_strides, const std::int64_t* outer_index, std::size_t outer_rank) {
     row = base;
-    for (std::size_t d = 0; d < outer_rank; ++d) row += outer_index[d] * strides[d];
+    for (std::size_t d = 0; d < outer_rank; ++d) row += outer_index[d] * leaf_strides[leaf][d];
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
@@ -386,7 +390,7 @@ struct bound<tensor_owner<T>> : bound_memory<T> {};
 template <class T>
 struct bound<scalar<T>> {
   T value;
-  void start_row(const std::int64_t*, std::size_t) {}
+  void start_row(const strides_t*, const std::int64_t*, std::size_t) {}
   template <class Arch, class L, bool Contiguous, class Context>
   auto eval(std::int64_t, Context&) const {
     return value_t<T, L, Arch>(value);
@@ -416,8 +420,8 @@ struct bound<node<O, T, Operands...>> {
   using expression_type = node<O, T, Operands...>;
   std::tuple<bound<Operands>...> operands;
 
-  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
-    std::apply([&](auto&... o) { (o.start_row(outer_index, outer_rank), ...); }, operands);
+  void start_row(const strides_t* leaf_strides, const std::int64_t* outer_index, std::size_t outer_rank) {
+    std::apply([&](auto&... o) { (o.start_row(leaf_strides, outer_index, outer_rank), ...); }, operands);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
@@ -464,8 +468,8 @@ struct bound<node<op::where, T, C, A, B>> {
   bool true_branch_merged = false;
   bool false_branch_merged = false;
 
-  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
-    std::apply([&](auto&... o) { (o.start_row(outer_index, outer_rank), ...); }, operands);
+  void start_row(const strides_t* leaf_strides, const std::int64_t* outer_index, std::size_t outer_rank) {
+    std::apply([&](auto&... o) { (o.start_row(leaf_strides, outer_index, outer_rank), ...); }, operands);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
@@ -506,8 +510,8 @@ struct bound<cast_node<To, Operand>> {
   using From = typename Operand::value_type;
   bound<Operand> operand;
 
-  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) {
-    operand.start_row(outer_index, outer_rank);
+  void start_row(const strides_t* leaf_strides, const std::int64_t* outer_index, std::size_t outer_rank) {
+    operand.start_row(leaf_strides, outer_index, outer_rank);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
@@ -537,7 +541,9 @@ struct bound_root {
   bound<E> tree;
   std::array<bool, repeated_count_v<E>> shared;
 
-  void start_row(const std::int64_t* outer_index, std::size_t outer_rank) { tree.start_row(outer_index, outer_rank); }
+  void start_row(const strides_t* leaf_strides, const std::int64_t* outer_index, std::size_t outer_rank) {
+    tree.start_row(leaf_strides, outer_index, outer_rank);
+  }
 
   template <class Arch, class L, bool Contiguous>
   auto get(std::int64_t j) const {
@@ -576,8 +582,8 @@ std::size_t merged_where_count(const E& e) {
 template <class E, std::size_t Leaves>
 bound<E> bind_tree(const E& e, const loop_plan<Leaves>& plan, std::size_t& leaf) {
   if constexpr (is_memory_leaf_v<E>) {
-    const strides_t& st = plan.leaf_strides[leaf++];
-    return bound<E>{{e.data, st.data(), e.data, st[plan.rank - 1]}};
+    const std::size_t number = leaf++;
+    return bound<E>{{e.data, e.data, plan.leaf_strides[number][plan.rank - 1], number}};
   } else if constexpr (is_scalar_leaf_v<E>) {
     return bound<E>{static_cast<typename E::value_type>(e.value)};
   } else if constexpr (is_where_node_v<E>) {
@@ -659,8 +665,8 @@ template <class Arch, class L, bool Contiguous, class B, class T>
 // index[0, first) fixed by the caller: for each run along the innermost dimension, points
 // the expression at the row and calls run(j_begin, j_end, offset), where offset is the
 // run's first position relative to `begin`.
-template <class B, class F>
-void walk_rows(B& expr, const loop_nest& plan, std::array<std::int64_t, max_rank>& index, std::size_t first,
+template <class B, std::size_t Leaves, class F>
+void walk_rows(B& expr, const loop_plan<Leaves>& plan, std::array<std::int64_t, max_rank>& index, std::size_t first,
                std::int64_t begin, std::int64_t end, F&& run) {
   const std::size_t inner_dim = plan.rank - 1;
   const std::int64_t inner = plan.dims[inner_dim];
@@ -673,7 +679,7 @@ void walk_rows(B& expr, const loop_nest& plan, std::array<std::int64_t, max_rank
   std::int64_t j = begin % inner;
   while (position < end) {
     const std::int64_t stop = std::min(inner, j + (end - position));
-    expr.start_row(index.data(), inner_dim);
+    expr.start_row(plan.leaf_strides.data(), index.data(), inner_dim);
     run(j, stop, position - begin);
     position += stop - j;
     j = 0;
@@ -708,12 +714,11 @@ void parallel_rows(thread_pool& pool, std::int64_t count, std::int64_t row, Run 
       thread_pool::workers_may_copy);
 }
 
-// Evaluates the flat output range [begin, end) of the plan's loop nest.
-template <class Arch, class L, class B, class T>
-void run_range(B expr, const loop_nest& plan, T* out, std::int64_t begin, std::int64_t end, bool streaming) {
+// Evaluates the flat output range [begin, end) of the plan's loop nest, with plain stores.
+template <class Arch, class L, class B, std::size_t Leaves, class T>
+void run_range(B expr, const loop_plan<Leaves>& plan, T* out, std::int64_t begin, std::int64_t end) {
   if (plan.contiguous) {
-    expr.start_row(nullptr, 0);
-    run_row<Arch, L, true>(expr, out, begin, end, streaming);
+    run_row<Arch, L, true>(expr, out, begin, end, false); // bind points each leaf's row at its data
     return;
   }
   std::array<std::int64_t, max_rank> index{};
@@ -727,17 +732,26 @@ void run_range(B expr, const loop_nest& plan, T* out, std::int64_t begin, std::i
   });
 }
 
-// Evaluates a flat output range of one expression: everything a task of the loop reads.
+// Evaluates a flat output range of one expression: everything a task of the loop reads, by
+// value. A loop that is one flat run never reads the leaves' strides, and its task leaves
+// the plan out (flat_task); any other holds the plan with them (strided_task).
 template <class Arch, class L, class B, class T>
-struct elementwise_task {
+struct flat_task {
   B expr;
-  loop_nest plan;
   T* out;
   bool streaming;
 
   void operator()(std::int64_t begin, std::int64_t end) const {
-    run_range<Arch, L>(expr, plan, out, begin, end, streaming);
+    run_row<Arch, L, true>(expr, out, begin, end, streaming);
   }
+};
+template <class Arch, class L, class B, std::size_t Leaves, class T>
+struct strided_task {
+  B expr;
+  loop_plan<Leaves> plan;
+  T* out;
+
+  void operator()(std::int64_t begin, std::int64_t end) const { run_range<Arch, L>(expr, plan, out, begin, end); }
 };
 
 // Writes the elements of `e` (of shape e.shape) to `out`, which must not overlap any
@@ -748,14 +762,21 @@ void evaluate_into(const E& e, T* out) {
   if (count == 0) return;
   const auto plan = plan_elementwise(e);
   kernels::dispatch<simd_evaluable_v<E>>([&](auto arch) {
-    // The leaves' strides stay in `plan`; the task holds the rest, by value.
-    const elementwise_task<decltype(arch), lane_type_t<E>, bound_root<E>, T> task{
-        bind(e, plan), plan, out, kernels::streaming_pays(static_cast<std::size_t>(count) * sizeof(T))};
-    thread_pool& pool = current_thread_pool();
-    if (count < parallel_threshold || pool.num_threads() == 1) {
-      task(0, count);
+    using Arch = decltype(arch);
+    using L = lane_type_t<E>;
+    const auto run = [&](const auto& task) {
+      thread_pool& pool = current_thread_pool();
+      if (count < parallel_threshold || pool.num_threads() == 1) {
+        task(0, count);
+      } else {
+        parallel_rows(pool, count, plan.dims[plan.rank - 1], task);
+      }
+    };
+    if (plan.contiguous) {
+      run(flat_task<Arch, L, bound_root<E>, T>{bind(e, plan), out,
+                                               kernels::streaming_pays(static_cast<std::size_t>(count) * sizeof(T))});
     } else {
-      parallel_rows(pool, count, plan.dims[plan.rank - 1], task);
+      run(strided_task<Arch, L, bound_root<E>, memory_leaf_count_v<E>, T>{bind(e, plan), plan, out});
     }
   });
 }
