@@ -130,8 +130,9 @@ private:
   // How long an idle worker watches for the next job before it sleeps: waking a sleeping
   // thread costs more than a short loop takes, and parallel loops often come in series.
   static constexpr std::chrono::microseconds spin_before_sleep{200};
-  // How much of the closure a joining worker prefetches: all of worker_closure_, or the
-  // caller's stack from the closure on, where its captures usually are.
+  // How much of the closure a joining worker prefetches: all of most closures (in
+  // worker_closure_), or the caller's stack from the closure on, where its captures
+  // usually are. 2 or 16 lines made no difference on the development VM.
   static constexpr std::uintptr_t prefetched_closure_lines = 8;
 
   // What a thread knows of the job it works on: job_'s fields, checked to be one job's.
@@ -325,13 +326,14 @@ private:
   std::vector<thread_state> threads_; // the caller's first
   std::vector<std::thread> workers_;
   // The copy of the job's body that the workers call, given workers_may_copy and a body
-  // that fits (xlite's loops capture what they read by value: 200-460 bytes). A worker
+  // that fits (xlite's loops capture what they read by value: 200-460 bytes for flat
+  // loops; a broadcast's carries its plan, 64 bytes more per memory leaf). A worker
   // that read the body on the caller's stack left those lines shared with its core, and
   // the caller's next frames there (the next call's planning) waited for it to give them
   // up: one core-to-core transfer each, 0.4 us per call of sum(x * y) on 2^16 floats where
   // the two vCPUs were 500 ns apart (docs/architecture.md). Only on request: a copy would
   // lose what a body writes into itself, slice a base class, or change an address it uses.
-  alignas(line_pair) std::array<std::byte, prefetched_closure_lines * 64> worker_closure_{};
+  alignas(line_pair) std::array<std::byte, 1024> worker_closure_{};
   // Written by the caller in every job: a pair of lines of their own.
   alignas(line_pair) std::mutex submit_mutex_; // one parallel_for at a time per pool
   std::mutex error_mutex_;

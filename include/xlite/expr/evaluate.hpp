@@ -352,9 +352,9 @@ template <class E>
 struct bound;
 
 // A memory leaf. Its strides stay in the loop plan, found by the leaf's number there rather
-// than by a pointer: a task that copies the plan (parallel_rows, reduce_rows) then reads
-// them from its own copy, which the pool's workers hold in lines of their own, and not
-// from the calling thread's stack.
+// than by a pointer, so that whoever holds the plan passes it: a task the pool copies for
+// its workers (strided_task, reduce_rows' closure) reads them from that copy, in the
+// pool's lines, instead of from the calling thread's stack.
 template <class T>
 struct bound_memory {
   const T* base;
@@ -764,19 +764,21 @@ void evaluate_into(const E& e, T* out) {
   kernels::dispatch<simd_evaluable_v<E>>([&](auto arch) {
     using Arch = decltype(arch);
     using L = lane_type_t<E>;
-    const auto run = [&](const auto& task) {
-      thread_pool& pool = current_thread_pool();
-      if (count < parallel_threshold || pool.num_threads() == 1) {
+    thread_pool& pool = current_thread_pool();
+    const bool serial = count < parallel_threshold || pool.num_threads() == 1;
+    if (plan.contiguous) {
+      const flat_task<Arch, L, bound_root<E>, T> task{
+          bind(e, plan), out, kernels::streaming_pays(static_cast<std::size_t>(count) * sizeof(T))};
+      if (serial) {
         task(0, count);
       } else {
-        parallel_rows(pool, count, plan.dims[plan.rank - 1], task);
+        parallel_rows(pool, count, count, task);
       }
-    };
-    if (plan.contiguous) {
-      run(flat_task<Arch, L, bound_root<E>, T>{bind(e, plan), out,
-                                               kernels::streaming_pays(static_cast<std::size_t>(count) * sizeof(T))});
+    } else if (serial) { // the plan where it is: a copy would wait on the stores that made it
+      run_range<Arch, L>(bind(e, plan), plan, out, 0, count);
     } else {
-      run(strided_task<Arch, L, bound_root<E>, memory_leaf_count_v<E>, T>{bind(e, plan), plan, out});
+      parallel_rows(pool, count, plan.dims[plan.rank - 1],
+                    strided_task<Arch, L, bound_root<E>, memory_leaf_count_v<E>, T>{bind(e, plan), plan, out});
     }
   });
 }

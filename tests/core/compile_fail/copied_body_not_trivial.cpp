@@ -1,5 +1,5 @@
-// Must not compile: a body that owns a container, given workers_may_copy. A worker would
-// call a byte copy of it, and the copy's vector would share the original's buffer.
+// Must not compile: a body that owns a container, given workers_may_copy. The pool's copy
+// for the workers is never destroyed: its vector's buffer would leak with every job.
 #include <xlite/core/thread_pool.hpp>
 
 #include <cstdint>
