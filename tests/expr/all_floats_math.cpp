@@ -40,7 +40,7 @@ struct worst_float {
 // with expected(x), the reference rounded to float. Of equally bad floats it reports the
 // one nearest 0, whichever thread met it first.
 template <class Evaluate, class Expected>
-worst_float sweep_all_floats(Evaluate evaluate, Expected expected) {
+worst_float worst_over_all_floats(Evaluate evaluate, Expected expected) {
   constexpr std::int64_t block = std::int64_t{1} << 14; // < xlite::expr::parallel_threshold
   constexpr std::int64_t chunk = std::int64_t{1} << 22;
   static_assert(block < xlite::expr::parallel_threshold);
@@ -122,14 +122,14 @@ TEST_CASE("all floats: the references' shortcuts are the C library's results", "
 
 TEST_CASE("all floats: exp is within its accuracy bound on every float", "[all_floats]") {
   REQUIRE(xlite::kernels::simd_path_active()); // else the sweep checks the C library
-  const worst_float w = sweep_all_floats(
+  const worst_float w = worst_over_all_floats(
       [](const xlite::tensor<float>& x, xlite::tensor<float>& y) { y = xlite::exp(x); }, exp_reference);
   report("exp", w, row_of(op::exp).ulps_f32);
 }
 
 TEST_CASE("all floats: tanh is within its accuracy bound on every float", "[all_floats]") {
   REQUIRE(xlite::kernels::simd_path_active());
-  const worst_float w = sweep_all_floats(
+  const worst_float w = worst_over_all_floats(
       [](const xlite::tensor<float>& x, xlite::tensor<float>& y) { y = xlite::tanh(x); }, tanh_reference);
   report("tanh", w, row_of(op::tanh).ulps_f32);
 }
