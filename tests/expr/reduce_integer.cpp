@@ -29,13 +29,19 @@ TEST_CASE("reduce: integer reductions are exact; sum and prod accumulate in int6
   static_assert(
       std::is_same_v<decltype(xlite::max(std::declval<const tensor<std::int32_t>&>(), {0})), tensor<std::int32_t>>);
   // A sum past the range of int32, and one of uint8 (the scalar path: no uint8 batches).
-  const tensor<std::int32_t> big(shape{3, 50001}, 100000);
+  // Down the columns of `big`, the scalar path folds tiles of 16 columns over the rows.
+  tensor<std::int32_t> big(shape{3, 50001});
+  tensor<std::int64_t> big_columns(shape{50001});
+  for (std::int64_t j = 0; j < 50001; ++j) {
+    for (std::int64_t i = 0; i < 3; ++i) big(i, j) = static_cast<std::int32_t>(100000 * (i + 1) + j);
+    big_columns(j) = 600000 + 3 * j;
+  }
   const tensor<std::uint8_t> bytes(shape{1000}, 250);
   const tensor<bool> mask{true, false, true, true};
   const tensor<std::int32_t> none(shape{0}), no_columns(shape{2, 0});
   xlite_test::for_each_isa_path([&](xlite::isa) {
-    CHECK(xlite::sum(big)() == std::int64_t{3} * 50001 * 100000);
-    CHECK(xlite::sum(big, {0}) == tensor<std::int64_t>(shape{50001}, 300000));
+    CHECK(xlite::sum(big)() == std::int64_t{6} * 50001 * 100000 + std::int64_t{3} * 50000 * 50001 / 2);
+    CHECK(xlite::sum(big, {0}) == big_columns);
     CHECK(xlite::sum(bytes)() == 250000);
     CHECK(xlite::max(bytes)() == 250);
     CHECK(xlite::sum(mask)() == 3);

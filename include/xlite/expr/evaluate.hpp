@@ -353,8 +353,8 @@ struct bound;
 
 // A memory leaf. Its strides stay in the loop plan, found by the leaf's number there rather
 // than by a pointer, so that whoever holds the plan passes it: a task the pool copies for
-// its workers (strided_task, reduce_rows' closure) reads them from that copy, in the
-// pool's lines, instead of from the calling thread's stack.
+// its workers (strided_task, the closures of reduce_rows and reduce_columns) reads them
+// from that copy, in the pool's lines, instead of from the calling thread's stack.
 template <class T>
 struct bound_memory {
   const T* base;
@@ -363,9 +363,9 @@ struct bound_memory {
   std::int64_t inner_stride;
   std::size_t leaf; // in tree order: the plan's leaf_strides[leaf]
 
-  void start_row(const strides_t* leaf_strides, const std::int64_t* outer_index, std::size_t outer_rank) {
-    row = base;
-    for (std::size_t d = 0; d < outer_rank; ++d) row += outer_index[d] * leaf_strides[leaf][d];
+  template <class F>
+  void for_each_leaf(F& f) {
+    f(*this);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
@@ -390,7 +390,8 @@ struct bound<tensor_owner<T>> : bound_memory<T> {};
 template <class T>
 struct bound<scalar<T>> {
   T value;
-  void start_row(const strides_t*, const std::int64_t*, std::size_t) {}
+  template <class F>
+  void for_each_leaf(F&) {}
   template <class Arch, class L, bool Contiguous, class Context>
   auto eval(std::int64_t, Context&) const {
     return value_t<T, L, Arch>(value);
@@ -420,8 +421,9 @@ struct bound<node<O, T, Operands...>> {
   using expression_type = node<O, T, Operands...>;
   std::tuple<bound<Operands>...> operands;
 
-  void start_row(const strides_t* leaf_strides, const std::int64_t* outer_index, std::size_t outer_rank) {
-    std::apply([&](auto&... o) { (o.start_row(leaf_strides, outer_index, outer_rank), ...); }, operands);
+  template <class F>
+  void for_each_leaf(F& f) {
+    std::apply([&](auto&... o) { (o.for_each_leaf(f), ...); }, operands);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
@@ -468,8 +470,9 @@ struct bound<node<op::where, T, C, A, B>> {
   bool true_branch_merged = false;
   bool false_branch_merged = false;
 
-  void start_row(const strides_t* leaf_strides, const std::int64_t* outer_index, std::size_t outer_rank) {
-    std::apply([&](auto&... o) { (o.start_row(leaf_strides, outer_index, outer_rank), ...); }, operands);
+  template <class F>
+  void for_each_leaf(F& f) {
+    std::apply([&](auto&... o) { (o.for_each_leaf(f), ...); }, operands);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
@@ -510,8 +513,9 @@ struct bound<cast_node<To, Operand>> {
   using From = typename Operand::value_type;
   bound<Operand> operand;
 
-  void start_row(const strides_t* leaf_strides, const std::int64_t* outer_index, std::size_t outer_rank) {
-    operand.start_row(leaf_strides, outer_index, outer_rank);
+  template <class F>
+  void for_each_leaf(F& f) {
+    operand.for_each_leaf(f);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
@@ -541,8 +545,9 @@ struct bound_root {
   bound<E> tree;
   std::array<bool, repeated_count_v<E>> shared;
 
-  void start_row(const strides_t* leaf_strides, const std::int64_t* outer_index, std::size_t outer_rank) {
-    tree.start_row(leaf_strides, outer_index, outer_rank);
+  template <class F>
+  void for_each_leaf(F& f) {
+    tree.for_each_leaf(f);
   }
 
   template <class Arch, class L, bool Contiguous>
@@ -661,6 +666,24 @@ template <class Arch, class L, bool Contiguous, class B, class T>
   for (; j < end; ++j) out[j] = expr.template get<kernels::scalar_arch, L, Contiguous>(j);
 }
 
+// Points each memory leaf of a bound expression at the start of the row at outer_index
+// (the positions of the dimensions before the innermost).
+template <class B>
+void start_row(B& expr, const strides_t* leaf_strides, const std::int64_t* outer_index, std::size_t outer_rank) {
+  auto to_row = [&]<class T>(bound_memory<T>& leaf) {
+    leaf.row = leaf.base;
+    for (std::size_t d = 0; d < outer_rank; ++d) leaf.row += outer_index[d] * leaf_strides[leaf.leaf][d];
+  };
+  expr.for_each_leaf(to_row);
+}
+
+// Moves each memory leaf's row one step along dimension `dim`.
+template <class B>
+void step_row(B& expr, const strides_t* leaf_strides, std::size_t dim) {
+  auto step = [&]<class T>(bound_memory<T>& leaf) { leaf.row += leaf_strides[leaf.leaf][dim]; };
+  expr.for_each_leaf(step);
+}
+
 // Walks the flat range [begin, end) of dimensions [first, rank) of the plan, with
 // index[0, first) fixed by the caller: for each run along the innermost dimension, points
 // the expression at the row and calls run(j_begin, j_end, offset), where offset is the
@@ -669,6 +692,11 @@ template <class B, std::size_t Leaves, class F>
 void walk_rows(B& expr, const loop_plan<Leaves>& plan, std::array<std::int64_t, max_rank>& index, std::size_t first,
                std::int64_t begin, std::int64_t end, F&& run) {
   const std::size_t inner_dim = plan.rank - 1;
+  if (first == inner_dim) { // [begin, end) is within one row: no divisions
+    start_row(expr, plan.leaf_strides.data(), index.data(), inner_dim);
+    run(begin, end, 0);
+    return;
+  }
   const std::int64_t inner = plan.dims[inner_dim];
   std::int64_t rest = begin / inner;
   for (std::size_t d = inner_dim; d-- > first;) {
@@ -679,7 +707,7 @@ void walk_rows(B& expr, const loop_plan<Leaves>& plan, std::array<std::int64_t, 
   std::int64_t j = begin % inner;
   while (position < end) {
     const std::int64_t stop = std::min(inner, j + (end - position));
-    expr.start_row(plan.leaf_strides.data(), index.data(), inner_dim);
+    start_row(expr, plan.leaf_strides.data(), index.data(), inner_dim);
     run(j, stop, position - begin);
     position += stop - j;
     j = 0;

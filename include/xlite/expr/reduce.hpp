@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
-#include <memory>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -172,13 +171,23 @@ reduction_plan<memory_leaf_count_v<E>> plan_reduction(const E& e, const axes& wh
   return plan;
 }
 
-// Sets index[0, first) to the position `flat` of dimensions [first_dim, last_dim) (the
-// last of them fastest).
+// Sets index[first_dim, last_dim) to the position `flat` of those dimensions (the last of
+// them fastest).
 inline void unravel(const loop_nest& plan, std::pair<std::size_t, std::size_t> span, std::int64_t flat,
                     std::array<std::int64_t, max_rank>& index) {
   for (std::size_t d = span.second; d-- > span.first;) {
     index[d] = flat % plan.dims[d];
     flat /= plan.dims[d];
+  }
+}
+
+// Steps index over dimensions [first_dim, last_dim) to the next position (the last of
+// them fastest): an unravel without its divisions.
+inline void next_index(const loop_nest& plan, std::pair<std::size_t, std::size_t> span,
+                       std::array<std::int64_t, max_rank>& index) {
+  for (std::size_t d = span.second; d-- > span.first;) {
+    if (++index[d] < plan.dims[d]) return;
+    index[d] = 0;
   }
 }
 
@@ -212,30 +221,74 @@ template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatc
   acc = local;
 }
 
-// Visits columns [c_begin, c_end) of output row p (the innermost dimension kept) for each
-// reduced position q in order: on_batch(q, batch, c) for the batch of columns from c, then
-// on_scalar(q, value, c) for the columns left over. SIMD across outputs. Flattened.
-template <class Arch, class L, class B, std::size_t Leaves, class OnBatch, class OnScalar>
-[[gnu::flatten]] void visit_columns(B expr, const reduction_plan<Leaves>& plan, std::int64_t p, std::int64_t c_begin,
-                                    std::int64_t c_end, OnBatch on_batch, OnScalar on_scalar) {
+// Folds columns [c_begin, c_end) of output row p (the innermost dimension kept) over the
+// reduced positions q in order, SIMD across outputs, a tile of columns at a time: four
+// batches, then single batches, then the columns left over as scalars, up to 16 at a time.
+// A tile's accumulators live in registers through all of q, and each step to the next q
+// moves the leaves' rows instead of finding them again. (Folding row by row into the
+// outputs in memory, as this did before, took twice as long on one thread at 256 x 256:
+// each output batch waited on its own store from the row before.) The Fold gives an
+// accumulator for the value at q = 0 (start(v)), adds the value at q (add(acc, q, v)) and
+// stores a finished accumulator for column c (finish(acc, c)), on batches and on scalars
+// alike. Which tile a column falls in, and so whether it is folded as a batch or as a
+// scalar, depends only on the task's columns, which the reduced count fixes. Flattened.
+template <class Arch, class L, class B, std::size_t Leaves, class Fold>
+[[gnu::flatten]] void fold_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, std::int64_t p,
+                                   std::int64_t c_begin, std::int64_t c_end, const Fold& fold) {
   constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
-  std::array<std::int64_t, max_rank> index{};
+  const strides_t* const strides = plan.loop.leaf_strides.data();
+  std::array<std::int64_t, max_rank> index{}; // the reduced dimensions' part stays at 0 between tiles
   unravel(plan.loop, plan.outer_dims, p, index);
-  for (std::int64_t q = 0; q < plan.reduced; ++q) {
-    unravel(plan.loop, plan.reduced_dims, q, index);
-    walk_rows(expr, plan.loop, index, plan.inner_dims.first, c_begin, c_end,
-              [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
-                const std::int64_t column_of_0 = c_begin + offset - j;
-                if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
-                  for (; j + width <= stop; j += width) {
-                    on_batch(q, expr.template get<Arch, L, false>(j), column_of_0 + j);
-                  }
+  const bool one_reduced_dim = plan.reduced_dims.second - plan.reduced_dims.first == 1;
+  // A local copy, as in visit_row, that can live in registers: finish's stores could alias
+  // the parameter, which lives in the caller's frame.
+  B row = bound_expr;
+  // Folds n <= N values of arch A from position j of the current row, `apart` apart, into
+  // columns from `column`.
+  const auto fold_tile = [&]<class A, std::size_t N>(std::int64_t j, std::int64_t apart, std::size_t n,
+                                                     std::int64_t column) {
+    const auto value = [&](std::size_t k) {
+      return row.template get<A, L, false>(j + static_cast<std::int64_t>(k) * apart);
+    };
+    const B at_first_row = row;
+    using accumulator = decltype(fold.start(value(0)));
+    std::array<accumulator, N> acc;
+#pragma GCC unroll 4
+    for (std::size_t k = 0; k < n; ++k) acc[k] = fold.start(value(k));
+    for (std::int64_t q = 1; q < plan.reduced; ++q) {
+      if (one_reduced_dim) {
+        step_row(row, strides, plan.reduced_dims.first);
+      } else {
+        next_index(plan.loop, plan.reduced_dims, index);
+        start_row(row, strides, index.data(), plan.loop.rank - 1);
+      }
+#pragma GCC unroll 4
+      for (std::size_t k = 0; k < n; ++k) fold.add(acc[k], q, value(k));
+    }
+    if (!one_reduced_dim) next_index(plan.loop, plan.reduced_dims, index); // back to 0
+    row = at_first_row;
+#pragma GCC unroll 4
+    for (std::size_t k = 0; k < n; ++k) fold.finish(acc[k], column + static_cast<std::int64_t>(k) * apart);
+  };
+  walk_rows(row, plan.loop, index, plan.inner_dims.first, c_begin, c_end,
+            [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
+              const std::int64_t column_of_0 = c_begin + offset - j;
+              if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+                for (; j + 4 * width <= stop; j += 4 * width) {
+                  fold_tile.template operator()<Arch, 4>(j, width, 4, column_of_0 + j);
                 }
-                for (; j < stop; ++j) {
-                  on_scalar(q, expr.template get<kernels::scalar_arch, L, false>(j), column_of_0 + j);
+                for (; j + width <= stop; j += width) {
+                  fold_tile.template operator()<Arch, 1>(j, width, 1, column_of_0 + j);
                 }
-              });
-  }
+              }
+              // What is left: fewer columns than a batch has lanes, or any number of them
+              // where there is no SIMD path.
+              constexpr std::int64_t scalar_tile = 16; // more than any batch's lanes of a SIMD element
+              for (; j < stop; j += scalar_tile) {
+                const auto n = static_cast<std::size_t>(std::min(scalar_tile, stop - j));
+                fold_tile.template operator()<kernels::scalar_arch, scalar_tile>(j, 1, n, column_of_0 + j);
+              }
+            });
 }
 
 // Runs acc.add_row over reduced positions [begin, end) of output p (the innermost dimension
@@ -292,20 +345,24 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
   }
 }
 
-// The innermost dimension kept: body(p, c_begin, c_end) for tasks of columns of each output
-// row, run in parallel.
-template <std::size_t Leaves, class Body>
-void parallel_columns(const reduction_plan<Leaves>& plan, thread_pool& pool, Body&& body) {
-  const std::int64_t inner = plan.outputs_inner;
+// The innermost dimension kept: fold_columns over tasks of columns of each output row, run
+// in parallel, with fold_for(p) the Fold of output row p. Captured by value, as in
+// reduce_rows.
+template <class Arch, class L, class B, std::size_t Leaves, class FoldFor>
+void reduce_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, thread_pool& pool, FoldFor fold_for) {
   const std::int64_t column_grain =
       std::max<std::int64_t>(64, reduction_block / std::max<std::int64_t>(1, plan.reduced));
-  const std::int64_t chunks = (inner + column_grain - 1) / column_grain;
-  pool.parallel_for(plan.outputs_outer * chunks, 1, [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t task = first; task < last; ++task) {
-      const std::int64_t c = task % chunks * column_grain;
-      body(task / chunks, c, std::min(inner, c + column_grain));
-    }
-  });
+  const std::int64_t chunks = (plan.outputs_inner + column_grain - 1) / column_grain;
+  pool.parallel_for(
+      plan.outputs_outer * chunks, 1,
+      [bound_expr, plan, fold_for, column_grain, chunks](std::int64_t first, std::int64_t last) {
+        for (std::int64_t task = first; task < last; ++task) {
+          const std::int64_t p = task / chunks;
+          const std::int64_t c = task % chunks * column_grain;
+          fold_columns<Arch, L>(bound_expr, plan, p, c, std::min(plan.outputs_inner, c + column_grain), fold_for(p));
+        }
+      },
+      thread_pool::workers_may_copy);
 }
 
 // ---- sum, mean, prod, max, min ---------------------------------------------------------------
@@ -332,6 +389,34 @@ struct accumulators {
   R total() const {
     const batch all = red::combine(red::combine(lanes[0], lanes[1]), red::combine(lanes[2], lanes[3]));
     return red::combine(kernels::combine_lanes<O, R, Arch>(all), tail);
+  }
+};
+
+// The Fold of fold_columns for sum, mean, prod, max and min into a row of outputs R.
+template <op O, class R>
+struct fold_reduction {
+  using red = kernels::reduction<O>;
+  R* row;
+
+  template <class V>
+  static auto start(const V& v) {
+    if constexpr (kernels::is_batch_v<V>) { // a batch of R: R is V on the SIMD path
+      return red::combine(V(red::template identity<R>()), v);
+    } else {
+      return red::combine(red::template identity<R>(), static_cast<R>(v));
+    }
+  }
+  template <class A, class V>
+  static void add(A& acc, std::int64_t, const V& v) {
+    acc = red::combine(acc, A(v));
+  }
+  template <class A>
+  void finish(const A& acc, std::int64_t c) const {
+    if constexpr (kernels::is_batch_v<A>) {
+      acc.store_unaligned(row + c);
+    } else {
+      row[c] = acc;
+    }
   }
 };
 
@@ -363,16 +448,8 @@ auto reduce_leaves(const E& e, const axes& which, bool keep) {
           bound_expr, plan, pool, [](const auto& acc, std::int64_t) { return acc.total(); },
           [](R a, R b) { return red::combine(a, b); }, [&](std::int64_t p, R total) { out.data()[p] = total; });
     } else {
-      parallel_columns(plan, pool, [&](std::int64_t p, std::int64_t c_begin, std::int64_t c_end) {
-        R* row = out.data() + p * plan.outputs_inner;
-        std::fill(row + c_begin, row + c_end, red::template identity<R>());
-        visit_columns<Arch, L>(
-            bound_expr, plan, p, c_begin, c_end,
-            [row](std::int64_t, const auto& v, std::int64_t c) { // R is V on the SIMD path
-              using batch = std::decay_t<decltype(v)>;
-              red::combine(batch::load_unaligned(row + c), v).store_unaligned(row + c);
-            },
-            [row](std::int64_t, const auto& v, std::int64_t c) { row[c] = red::combine(row[c], static_cast<R>(v)); });
+      reduce_columns<Arch, L>(bound_expr, plan, pool, [out = out.data(), inner = plan.outputs_inner](std::int64_t p) {
+        return fold_reduction<O, R>{out + p * inner};
       });
     }
   });
@@ -473,6 +550,46 @@ struct argmax_accumulators {
   XLITE_INTRINSICS_END
 };
 
+// The Fold of fold_columns for argmax into a row of positions: each column's first
+// maximum and the reduced position q where it is, in lanes of V on the SIMD path (exact
+// there: the caller takes the scalar path for longer columns).
+template <class V>
+struct fold_argmax {
+  std::int64_t* row;
+
+  template <class X>
+  struct best_in_lanes {
+    X value;
+    X at;
+  };
+
+  template <class X>
+  static auto start(const X& v) {
+    if constexpr (kernels::is_batch_v<X>) {
+      return best_in_lanes<X>{v, X(V(0))};
+    } else {
+      return kernels::argmax_candidate<V>{v, 0};
+    }
+  }
+  template <class X>
+  static void add(best_in_lanes<X>& acc, std::int64_t q, const X& v) {
+    const auto replace = kernels::argmax_replaces(v, acc.value);
+    acc.value = xsimd::select(replace, v, acc.value);
+    acc.at = xsimd::select(replace, X(static_cast<V>(q)), acc.at);
+  }
+  static void add(kernels::argmax_candidate<V>& acc, std::int64_t q, const V& v) {
+    if (kernels::argmax_replaces(v, acc.value)) acc = {v, q};
+  }
+  template <class X>
+  void finish(const best_in_lanes<X>& acc, std::int64_t c) const {
+    std::array<V, X::size> at;
+    acc.at.store_unaligned(at.data());
+    for (std::size_t lane = 0; lane < X::size; ++lane)
+      row[c + static_cast<std::int64_t>(lane)] = static_cast<std::int64_t>(at[lane]);
+  }
+  void finish(const kernels::argmax_candidate<V>& acc, std::int64_t c) const { row[c] = acc.at; }
+};
+
 // argmax over one axis (or the flattened tensor).
 template <class E>
 tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
@@ -497,40 +614,11 @@ tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
           bound_expr, plan, pool, [](const auto& acc, std::int64_t begin) { return acc.winner(begin); },
           [](const auto& a, const auto& b) { return better(a, b); },
           [&](std::int64_t p, const auto& total) { out.data()[p] = total.at; });
-      return;
+    } else {
+      reduce_columns<Arch, L>(bound_expr, plan, pool, [out = out.data(), inner = plan.outputs_inner](std::int64_t p) {
+        return fold_argmax<V>{out + p * inner};
+      });
     }
-    // Each column's best value and its row, in lanes of V on the SIMD path. (Arrays, not
-    // vectors: a std::vector<bool> has no data().)
-    using position = std::conditional_t<std::is_same_v<Arch, kernels::scalar_arch>, std::int64_t, V>;
-    const auto best = std::make_unique<V[]>(static_cast<std::size_t>(out.size()));
-    const auto at = std::make_unique<position[]>(static_cast<std::size_t>(out.size()));
-    parallel_columns(plan, pool, [&](std::int64_t p, std::int64_t c_begin, std::int64_t c_end) {
-      V* best_row = best.get() + p * plan.outputs_inner;
-      position* at_row = at.get() + p * plan.outputs_inner;
-      visit_columns<Arch, L>(
-          bound_expr, plan, p, c_begin, c_end,
-          [best_row, at_row](std::int64_t q, const auto& v, std::int64_t c) {
-            using batch = std::decay_t<decltype(v)>;
-            const batch rows(static_cast<V>(q));
-            if (q == 0) {
-              v.store_unaligned(best_row + c);
-              rows.store_unaligned(at_row + c);
-              return;
-            }
-            const batch so_far = batch::load_unaligned(best_row + c);
-            const auto replace = kernels::argmax_replaces(v, so_far);
-            xsimd::select(replace, v, so_far).store_unaligned(best_row + c);
-            xsimd::select(replace, rows, batch::load_unaligned(at_row + c)).store_unaligned(at_row + c);
-          },
-          [best_row, at_row](std::int64_t q, const V& v, std::int64_t c) {
-            if (q == 0 || kernels::argmax_replaces(v, best_row[c])) {
-              best_row[c] = v;
-              at_row[c] = static_cast<position>(q);
-            }
-          });
-      std::int64_t* out_row = out.data() + p * plan.outputs_inner;
-      for (std::int64_t c = c_begin; c < c_end; ++c) out_row[c] = static_cast<std::int64_t>(at_row[c]);
-    });
   };
   // Columns longer than lanes of V count exactly take the scalar path.
   if constexpr (simd) {
