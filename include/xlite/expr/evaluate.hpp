@@ -666,6 +666,16 @@ template <class Arch, class L, bool Contiguous, class B, class T>
   for (; j < end; ++j) out[j] = expr.template get<kernels::scalar_arch, L, Contiguous>(j);
 }
 
+// Steps index over dimensions [span.first, span.second) to the next position (the last of
+// them fastest), back to all zeros after the last.
+inline void next_index(const loop_nest& plan, std::pair<std::size_t, std::size_t> span,
+                       std::array<std::int64_t, max_rank>& index) {
+  for (std::size_t d = span.second; d-- > span.first;) {
+    if (++index[d] < plan.dims[d]) return;
+    index[d] = 0;
+  }
+}
+
 // Points each memory leaf of a bound expression at the start of the row at outer_index
 // (the positions of the dimensions before the innermost).
 template <class B>
@@ -711,10 +721,7 @@ void walk_rows(B& expr, const loop_plan<Leaves>& plan, std::array<std::int64_t, 
     run(j, stop, position - begin);
     position += stop - j;
     j = 0;
-    for (std::size_t d = inner_dim; d-- > first;) { // the next row
-      if (++index[d] < plan.dims[d]) break;
-      index[d] = 0;
-    }
+    next_index(plan, {first, inner_dim}, index); // the next row
   }
 }
 

@@ -181,16 +181,6 @@ inline void unravel(const loop_nest& plan, std::pair<std::size_t, std::size_t> s
   }
 }
 
-// Steps index over dimensions [first_dim, last_dim) to the next position (the last of
-// them fastest): an unravel without its divisions.
-inline void next_index(const loop_nest& plan, std::pair<std::size_t, std::size_t> span,
-                       std::array<std::int64_t, max_rank>& index) {
-  for (std::size_t d = span.second; d-- > span.first;) {
-    if (++index[d] < plan.dims[d]) return;
-    index[d] = 0;
-  }
-}
-
 // ---- the loops ---------------------------------------------------------------------------------
 
 // Visits positions [j, stop) of the expression's current row in the order every reduction
