@@ -123,19 +123,21 @@ TEST_CASE("reduce: XLITE_NUM_THREADS=2 gives the bits of one thread", "[.xlite_n
 
 // The column loop's harder layouts, fixed: two reduced axes that do not merge (each step
 // finds the rows again), and kept rows that a broadcast leaf keeps apart (several rows per
-// task), with 85 columns a row: on AVX-512 a tile of four batches, one of one batch and
-// five scalar columns. Integer-valued data: the sums are exact, argmax meets ties.
+// task), with 213 columns a row: on AVX-512 a tile of eight batches, one of four, one of one
+// and five scalar columns; on AVX2 six tiles of four, two of one and five scalars.
+// Integer-valued data: the sums are exact, argmax meets ties.
 TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcast rows", "[reduce]") {
-  tensor<float> x(shape{3, 4, 5, 85});
+  constexpr std::int64_t columns = 213;
+  tensor<float> x(shape{3, 4, 5, columns});
   for (std::int64_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<float>((i * 37) % 23 - 11);
   const tensor<float> y = tensor<float>{1.0f, -2.0f, 3.0f, 0.5f}.reshaped(shape{4, 1}); // broadcast along the last axis
-  tensor<float> x3(shape{3, 4, 85});
+  tensor<float> x3(shape{3, 4, columns});
   std::copy_n(x.data(), x3.size(), x3.data());
 
-  tensor<float> sum_02(shape{4, 85}, 0.0f), sum_xy_0(shape{4, 85}, 0.0f);
-  tensor<std::int64_t> argmax_xy_0(shape{4, 85}, 0), argmax_2(shape{3, 4, 85}, 0);
+  tensor<float> sum_02(shape{4, columns}, 0.0f), sum_xy_0(shape{4, columns}, 0.0f);
+  tensor<std::int64_t> argmax_xy_0(shape{4, columns}, 0), argmax_2(shape{3, 4, columns}, 0);
   for (std::int64_t b = 0; b < 4; ++b) {
-    for (std::int64_t d = 0; d < 85; ++d) {
+    for (std::int64_t d = 0; d < columns; ++d) {
       for (std::int64_t a = 0; a < 3; ++a) {
         for (std::int64_t c = 0; c < 5; ++c) sum_02(b, d) += x(a, b, c, d);
         sum_xy_0(b, d) += x3(a, b, d) + y(b, 0);
