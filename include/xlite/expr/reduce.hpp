@@ -322,21 +322,28 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
   std::array<part, 16> few_parts{};
   std::vector<part> many_parts(tasks > std::ssize(few_parts) ? static_cast<std::size_t>(tasks) : 0);
   part* const partial = many_parts.empty() ? few_parts.data() : many_parts.data();
-  const std::int64_t chunk = tasks_per_chunk(tasks, std::min(plan.reduced, reduction_block), pool.num_threads());
-  // Captured by value, as in parallel_rows: a joining worker fetches the closure in a few
-  // transfers, from the pool's copy, rather than following references into this frame and
-  // the caller's.
-  pool.parallel_for(
-      tasks, chunk,
-      [bound_expr, plan, partial, blocks, finish](std::int64_t first, std::int64_t last) {
-        for (std::int64_t task = first; task < last; ++task) {
-          const std::int64_t p = task / blocks;
-          const std::int64_t begin = task % blocks * reduction_block;
-          const std::int64_t end = std::min(plan.reduced, begin + reduction_block);
-          partial[task] = finish(accumulate_block<Acc, L>(bound_expr, plan, p, begin, end), begin);
-        }
-      },
-      thread_pool::workers_may_copy);
+  const auto run_tasks = [](const B& expr, const reduction_plan<Leaves>& plan, part* partial, std::int64_t blocks,
+                            const Finish& finish, std::int64_t first, std::int64_t last) {
+    for (std::int64_t task = first; task < last; ++task) {
+      const std::int64_t p = task / blocks;
+      const std::int64_t begin = task % blocks * reduction_block;
+      const std::int64_t end = std::min(plan.reduced, begin + reduction_block);
+      partial[task] = finish(accumulate_block<Acc, L>(expr, plan, p, begin, end), begin);
+    }
+  };
+  if (tasks == 1 || pool.num_threads() == 1) { // the plan where it is, as evaluate_into's serial loop
+    run_tasks(bound_expr, plan, partial, blocks, finish, 0, tasks);
+  } else {
+    // Captured by value, as in parallel_rows: a joining worker fetches the closure in a few
+    // transfers, from the pool's copy, rather than following references into this frame
+    // and the caller's.
+    pool.parallel_for(
+        tasks, tasks_per_chunk(tasks, std::min(plan.reduced, reduction_block), pool.num_threads()),
+        [run_tasks, bound_expr, plan, partial, blocks, finish](std::int64_t first, std::int64_t last) {
+          run_tasks(bound_expr, plan, partial, blocks, finish, first, last);
+        },
+        thread_pool::workers_may_copy);
+  }
   for (std::int64_t p = 0; p < plan.outputs_outer; ++p) {
     part total = partial[p * blocks];
     for (std::int64_t b = 1; b < blocks; ++b) total = combine(total, partial[p * blocks + b]);
