@@ -104,7 +104,9 @@ struct reduction_plan {
 };
 
 // Every axis reduced and nothing broadcast, as sum(x * y): one flat run, made without
-// plan_reduction's grouping of the dimensions (sum(x * y) of 16 floats: 98 -> 82 ns).
+// plan_reduction's grouping of the dimensions (sum(x * y) of 16 floats: 98 -> 82 ns). It is
+// the plan that grouping gives such an input: one dimension, in the reduced group, stride 1
+// for every leaf; no outer or inner outputs (their spans and counts keep their defaults).
 template <std::size_t Leaves>
 reduction_plan<Leaves> plan_flat_reduction(const xlite::shape& in, bool keep) {
   reduction_plan<Leaves> plan{.loop = flat_plan<Leaves>(in.numel())};
@@ -123,8 +125,8 @@ reduction_plan<Leaves> plan_flat_reduction(const xlite::shape& in, bool keep) {
 template <class E>
 reduction_plan<memory_leaf_count_v<E>> plan_reduction(const E& e, const axes& which, bool keep, op o) {
   const xlite::shape& in = e.shape;
-  const std::size_t rank = in.rank();
   if (which.all() && memory_leaves_have_shape(e, in)) return plan_flat_reduction<memory_leaf_count_v<E>>(in, keep);
+  const std::size_t rank = in.rank();
   std::array<bool, max_rank> is_reduced{};
   if (which.all()) {
     is_reduced.fill(true); // all 8: one store, where a memset of `rank` bytes stalls the loads after it
@@ -282,19 +284,19 @@ template <class Arch, class L, class B, std::size_t Leaves, class Fold>
             [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
               const std::int64_t column_of_0 = c_begin + offset - j;
               if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
-                const auto fold_tiles = [&]<std::size_t N>() {
+                const auto fold_tiles_of = [&]<std::size_t N>() {
                   constexpr auto columns = static_cast<std::int64_t>(N) * width;
                   for (; j + columns <= stop; j += columns) {
                     fold_tile.template operator()<Arch, N>(j, width, N, column_of_0 + j);
                   }
                 };
                 // AVX-512's 32 vector registers hold eight batches' accumulators (sixteen
-                // for argmax); AVX2's 16 would spill them. Eight rather than four: one
+                // for argmax); AVX2's 16 would spill argmax's. Eight rather than four: one
                 // thread, sum(x * y, {0}) of 64 x 1024 floats 7.1 -> 5.5 us, of 16 x 4096
                 // 7.1 -> 6.0; no change at 256 x 256 and 1024 x 1024.
-                if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) fold_tiles.template operator()<8>();
-                fold_tiles.template operator()<4>();
-                fold_tiles.template operator()<1>();
+                if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) fold_tiles_of.template operator()<8>();
+                fold_tiles_of.template operator()<4>();
+                fold_tiles_of.template operator()<1>();
               }
               // What is left: fewer columns than a batch has lanes, or any number of them
               // where there is no SIMD path. There, tiles of 256 columns: g++ vectorizes the
@@ -326,6 +328,25 @@ Acc accumulate_block(B expr, const reduction_plan<Leaves>& plan, std::int64_t p,
   return acc;
 }
 
+// Calls run(bound_expr, plan, first, last) over tasks [0, count) in chunks of `chunk`. On
+// one thread, or for one task, in place: on the plan where it is, as evaluate_into's serial
+// loop (copying it into a closure first waits on the stores that just made it). Else on the
+// pool, with everything by value, as in parallel_rows: a joining worker fetches the closure
+// in a few transfers, from the pool's copy, rather than following references into this
+// frame and the caller's. `run` holds the rest of what the tasks read, by value.
+template <class B, std::size_t Leaves, class Run>
+void run_tasks(thread_pool& pool, std::int64_t count, std::int64_t chunk, const B& bound_expr,
+               const reduction_plan<Leaves>& plan, Run run) {
+  if (count == 1 || pool.num_threads() == 1) {
+    run(bound_expr, plan, 0, count);
+    return;
+  }
+  pool.parallel_for(
+      count, chunk,
+      [run, bound_expr, plan](std::int64_t first, std::int64_t last) { run(bound_expr, plan, first, last); },
+      thread_pool::workers_may_copy);
+}
+
 // The innermost dimension reduced: each output's reduced positions are cut into blocks of
 // reduction_block, the blocks of all outputs run as parallel tasks, each into an Acc that
 // finish(acc, block_begin) turns into a part, and each output's parts combine in block
@@ -340,28 +361,17 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
   std::array<part, 16> few_parts{};
   std::vector<part> many_parts(tasks > std::ssize(few_parts) ? static_cast<std::size_t>(tasks) : 0);
   part* const partial = many_parts.empty() ? few_parts.data() : many_parts.data();
-  const auto run_tasks = [](const B& expr, const reduction_plan<Leaves>& plan, part* partial, std::int64_t blocks,
-                            const Finish& finish, std::int64_t first, std::int64_t last) {
-    for (std::int64_t task = first; task < last; ++task) {
-      const std::int64_t p = task / blocks;
-      const std::int64_t begin = task % blocks * reduction_block;
-      const std::int64_t end = std::min(plan.reduced, begin + reduction_block);
-      partial[task] = finish(accumulate_block<Acc, L>(expr, plan, p, begin, end), begin);
-    }
-  };
-  if (tasks == 1 || pool.num_threads() == 1) { // the plan where it is, as evaluate_into's serial loop
-    run_tasks(bound_expr, plan, partial, blocks, finish, 0, tasks);
-  } else {
-    // Captured by value, as in parallel_rows: a joining worker fetches the closure in a few
-    // transfers, from the pool's copy, rather than following references into this frame
-    // and the caller's.
-    pool.parallel_for(
-        tasks, tasks_per_chunk(tasks, std::min(plan.reduced, reduction_block), pool.num_threads()),
-        [run_tasks, bound_expr, plan, partial, blocks, finish](std::int64_t first, std::int64_t last) {
-          run_tasks(bound_expr, plan, partial, blocks, finish, first, last);
-        },
-        thread_pool::workers_may_copy);
-  }
+  run_tasks(pool, tasks, tasks_per_chunk(tasks, std::min(plan.reduced, reduction_block), pool.num_threads()),
+            bound_expr, plan,
+            [partial, blocks, finish](const B& expr, const reduction_plan<Leaves>& layout, std::int64_t first,
+                                      std::int64_t last) {
+              for (std::int64_t task = first; task < last; ++task) {
+                const std::int64_t p = task / blocks;
+                const std::int64_t begin = task % blocks * reduction_block;
+                const std::int64_t end = std::min(layout.reduced, begin + reduction_block);
+                partial[task] = finish(accumulate_block<Acc, L>(expr, layout, p, begin, end), begin);
+              }
+            });
   for (std::int64_t p = 0; p < plan.outputs_outer; ++p) {
     part total = partial[p * blocks];
     for (std::int64_t b = 1; b < blocks; ++b) total = combine(total, partial[p * blocks + b]);
@@ -370,23 +380,22 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
 }
 
 // The innermost dimension kept: fold_columns over tasks of columns of each output row, run
-// in parallel, with fold_for(p) the Fold of output row p. Captured by value, as in
-// reduce_rows.
+// in parallel, with fold_for(p) the Fold of output row p.
 template <class Arch, class L, class B, std::size_t Leaves, class FoldFor>
 void reduce_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, thread_pool& pool, FoldFor fold_for) {
   const std::int64_t column_grain =
       std::max<std::int64_t>(64, reduction_block / std::max<std::int64_t>(1, plan.reduced));
   const std::int64_t chunks = (plan.outputs_inner + column_grain - 1) / column_grain;
-  pool.parallel_for(
-      plan.outputs_outer * chunks, 1,
-      [bound_expr, plan, fold_for, column_grain, chunks](std::int64_t first, std::int64_t last) {
-        for (std::int64_t task = first; task < last; ++task) {
-          const std::int64_t p = task / chunks;
-          const std::int64_t c = task % chunks * column_grain;
-          fold_columns<Arch, L>(bound_expr, plan, p, c, std::min(plan.outputs_inner, c + column_grain), fold_for(p));
-        }
-      },
-      thread_pool::workers_may_copy);
+  run_tasks(pool, plan.outputs_outer * chunks, 1, bound_expr, plan,
+            [fold_for, column_grain, chunks](const B& expr, const reduction_plan<Leaves>& layout,
+                                             std::int64_t first, std::int64_t last) {
+              for (std::int64_t task = first; task < last; ++task) {
+                const std::int64_t p = task / chunks;
+                const std::int64_t c = task % chunks * column_grain;
+                fold_columns<Arch, L>(expr, layout, p, c, std::min(layout.outputs_inner, c + column_grain),
+                                      fold_for(p));
+              }
+            });
 }
 
 // ---- sum, mean, prod, max, min ---------------------------------------------------------------
