@@ -12,11 +12,10 @@
 //
 // Order of accumulation, fixed so that results are bitwise the same for any thread count:
 // the reduced elements of each output are split into blocks of `reduction_block` elements
-// in row-major order; within a block, SIMD lanes accumulate every lanes-th element in eight
-// interleaved batches on AVX-512 (four on narrower ISAs), combined pairwise then lane by
-// lane left to right, then the scalar tail; blocks combine left to right. (The order
-// depends on the ISA, so two ISA paths may differ in the last bits of a floating-point
-// sum; each is reproducible.)
+// in row-major order; within a block, SIMD lanes accumulate every lanes-th element in four
+// interleaved batches, combined pairwise then lane by lane left to right, then the scalar
+// tail; blocks combine left to right. (The order depends on the batch width, so two ISA
+// paths may differ in the last bits of a floating-point sum; each is reproducible.)
 // When the innermost input dimension is kept, each output element instead accumulates its
 // reduced elements one at a time in row-major order, SIMD across outputs. argmax walks the
 // same loops; its answer, the first maximum (NaN counting as the largest), does not depend
@@ -30,6 +29,7 @@
 #include <limits>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "xlite/core/dtype.hpp"
@@ -223,7 +223,7 @@ template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatc
   if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
     constexpr auto step = static_cast<std::int64_t>(Acc::chains) * width;
     for (; j + step <= stop; j += step) {
-#pragma GCC unroll 8 // or g++ -O2 keeps the accumulators on the stack, indexed by chain
+#pragma GCC unroll 4 // or g++ -O2 keeps the accumulators on the stack, indexed by chain
       for (std::size_t chain = 0; chain < Acc::chains; ++chain) {
         const std::int64_t at = j + static_cast<std::int64_t>(chain) * width;
         on_batch(local, chain, expr.template get<Arch, L, Contiguous>(at), at);
@@ -314,12 +314,15 @@ template <class Arch, class L, class B, std::size_t Leaves, class Fold>
             });
 }
 
-// Runs acc.add_row over reduced positions [begin, end) of output p (the innermost dimension
-// reduced), row by row, into a fresh Acc.
-template <class Acc, class L, class B, std::size_t Leaves>
-Acc accumulate_block(B expr, const reduction_plan<Leaves>& plan, std::int64_t p, std::int64_t begin, std::int64_t end) {
-  std::array<std::int64_t, max_rank> index{};
-  unravel(plan.loop, plan.outer_dims, p, index);
+// Runs acc.add_row over reduced positions [begin, end) of the output at index[outer dims]
+// (the innermost dimension reduced), row by row, into a fresh Acc, and returns
+// finish(acc, begin). The reduced dims of `index` are walk_rows's to set. Flattened, with
+// finish inside: the accumulators stay in registers from the first row to the part, where
+// returning them, or passing them down to each row, stored and loaded them on every output.
+template <class Acc, class L, class B, std::size_t Leaves, class Finish>
+[[gnu::flatten]] auto accumulate_block(B& expr, const reduction_plan<Leaves>& plan,
+                                       std::array<std::int64_t, max_rank>& index, std::int64_t begin,
+                                       std::int64_t end, Finish finish) {
   Acc acc;
   walk_rows(expr, plan.loop, index, plan.reduced_dims.first, begin, end,
             [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
@@ -329,7 +332,7 @@ Acc accumulate_block(B expr, const reduction_plan<Leaves>& plan, std::int64_t p,
                 acc.template add_row<L, false>(expr, j, stop, offset);
               }
             });
-  return acc;
+  return finish(acc, begin);
 }
 
 // Calls run(bound_expr, plan, first, last) over tasks [0, count) in chunks of `chunk`. On
@@ -369,11 +372,21 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
             bound_expr, plan,
             [partial, blocks, finish](const B& expr, const reduction_plan<Leaves>& layout, std::int64_t first,
                                       std::int64_t last) {
+              // Divided once, then stepped: four divisions per task were a third of the time
+              // of sum(x * x, {1}) over 1024 x 16 floats. One copy of the expression for
+              // walk_rows to point at each row, not one per task.
+              B walker = expr;
+              std::int64_t block = first % blocks;
+              std::array<std::int64_t, max_rank> index{};
+              unravel(layout.loop, layout.outer_dims, first / blocks, index);
               for (std::int64_t task = first; task < last; ++task) {
-                const std::int64_t p = task / blocks;
-                const std::int64_t begin = task % blocks * reduction_block;
+                const std::int64_t begin = block * reduction_block;
                 const std::int64_t end = std::min(layout.reduced, begin + reduction_block);
-                partial[task] = finish(accumulate_block<Acc, L>(expr, layout, p, begin, end), begin);
+                partial[task] = accumulate_block<Acc, L>(walker, layout, index, begin, end, finish);
+                if (++block == blocks) {
+                  block = 0;
+                  next_index(layout.loop, layout.outer_dims, index);
+                }
               }
             });
   for (std::int64_t p = 0; p < plan.outputs_outer; ++p) {
@@ -404,23 +417,22 @@ void reduce_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, thr
 
 // ---- sum, mean, prod, max, min ---------------------------------------------------------------
 
-// A batch per chain of visit_row and one scalar for the tail. Eight chains on AVX-512:
-// with fewer instructions per byte in flight, the loop keeps more loads waiting on DRAM
-// (one thread, sum(x * y) of 2^26 floats 16.7-17.1 -> 15.5-15.7 ms, level with a hand FMA
-// loop; in cache no change). Four on AVX2 (no change measured there) and on the scalar path.
+// A batch per chain of visit_row and one scalar for the tail. Four chains: eight (on
+// AVX-512) brought sum(x * y) of 2^26 floats 1-5% closer to a hand FMA loop, but made
+// sum(x * x, {1}) over 4096 x 1000 floats 30% slower (seven rounds of eight and six batches
+// left on one chain, where four chains take fifteen rounds and two).
 template <op O, class R, class Arch>
 struct accumulators {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
-  static constexpr std::size_t chains = std::is_base_of_v<xsimd::avx512f, Arch> ? 8 : 4;
-  std::array<batch, chains> lanes = filled(batch(red::template identity<R>()));
+  static constexpr std::size_t chains = 4;
+  std::array<batch, chains> lanes = [] {
+    // No loop, so that the accumulators can live in registers from here on.
+    return [&]<std::size_t... chain>(std::index_sequence<chain...>) {
+      return std::array<batch, chains>{((void)chain, batch(red::template identity<R>()))...};
+    }(std::make_index_sequence<chains>{});
+  }();
   R tail = red::template identity<R>();
-
-  static std::array<batch, chains> filled(const batch& value) {
-    std::array<batch, chains> all;
-    all.fill(value);
-    return all;
-  }
 
   template <class L, bool Contiguous, class B>
   void add_row(const B& expr, std::int64_t j, std::int64_t stop, std::int64_t /*offset*/) {
@@ -432,15 +444,17 @@ struct accumulators {
         [](accumulators& acc, const auto& v, std::int64_t) { acc.tail = red::combine(acc.tail, static_cast<R>(v)); });
   }
 
-  // Neighbouring chains combined pairwise, ((0 1) (2 3)) ((4 5) (6 7)), then the lanes.
-  R total() const {
-    std::array<batch, chains> pairs = lanes;
-#pragma GCC unroll 3 // else g++ loops over `pairs` in memory (sum of 300 floats 63 -> 77 ns)
-    for (std::size_t apart = 1; apart < chains; apart *= 2) {
-#pragma GCC unroll 4
-      for (std::size_t c = 0; c < chains; c += 2 * apart) pairs[c] = red::combine(pairs[c], pairs[c + apart]);
+  // Neighbouring chains combined pairwise, (0 1) (2 3), then the lanes left to right.
+  R total() const { return red::combine(kernels::combine_lanes<O, R, Arch>(combined<0, chains>()), tail); }
+
+  // Chains [first, first + count) combined pairwise, with no loop (see lanes).
+  template <std::size_t First, std::size_t Count>
+  batch combined() const {
+    if constexpr (Count == 1) {
+      return lanes[First];
+    } else {
+      return red::combine(combined<First, Count / 2>(), combined<First + Count / 2, Count / 2>());
     }
-    return red::combine(kernels::combine_lanes<O, R, Arch>(pairs[0]), tail);
   }
 };
 

@@ -6,10 +6,12 @@
 // these. argmax, which reduces to a position, has its own rule below.
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "xlite/core/op.hpp"
 #include "xlite/kernels/elementwise.hpp"
@@ -74,17 +76,23 @@ struct reduction<op::min> {
 template <>
 struct reduction<op::mean> : reduction<op::sum> {};
 
-// A batch's lanes combined left to right: the same order on every run.
+// A batch's lanes combined left to right: the same order on every run. The lanes are read
+// from the register as a vector of T with constant indices, which g++ turns into shuffles:
+// through a stored array, the batch's wide store and the narrow loads after it held up a
+// row reduction of short rows on every output.
 template <op O, class T, class Arch>
 T combine_lanes(const batch_t<T, Arch>& v) {
   if constexpr (std::is_same_v<Arch, scalar_arch>) {
     return v;
   } else {
-    alignas(64) std::array<T, lanes<T, Arch>> values;
-    v.store_aligned(values.data());
-    T result = values[0];
-    for (std::size_t i = 1; i < values.size(); ++i) result = reduction<O>::combine(result, values[i]);
-    return result;
+    using batch = batch_t<T, Arch>;
+    using lanes_vector [[gnu::vector_size(sizeof(batch))]] = T;
+    const auto values = std::bit_cast<lanes_vector>(static_cast<typename batch::register_type>(v));
+    return [&]<std::size_t... i>(std::index_sequence<i...>) {
+      T result = values[0];
+      ((result = reduction<O>::combine(result, T(values[i + 1]))), ...);
+      return result;
+    }(std::make_index_sequence<lanes<T, Arch> - 1>{});
   }
 }
 
