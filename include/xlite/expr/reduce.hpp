@@ -550,8 +550,9 @@ static_assert(reduction_block <= exact_positions<float>() && reduction_block <= 
 template <class T, class Arch>
 struct argmax_accumulators {
   using batch = kernels::batch_t<T, Arch>;
-  // Four on every ISA: eight on AVX-512 took 2^16 floats' argmax(x * y) from 4.6 to
-  // 4.1 us, but 1000 floats' from 210 to 245 ns (winner's work grows with the chains).
+  // Four, as accumulators. Eight on AVX-512 once took argmax(x * y) of 2^16 floats from
+  // 4.8 to 3.0 us, with visit_row a function of its own; inlined into accumulate_block,
+  // g++ keeps eight chains' values, positions and flags in memory (4.9 -> 5.5 us).
   static constexpr std::size_t chains = 4;
   std::array<batch, chains> best{};
   std::array<batch, chains> at{};
@@ -587,34 +588,43 @@ struct argmax_accumulators {
 
   // The winner of the block that starts at reduced position block_begin: the largest value
   // in the chains (or a NaN, if they hold one) at the first position that holds it, then
-  // the tail's candidate. Chains start in order, so the started ones are the first few.
+  // the tail's candidate. Chains start in order: none has unless chain 0 has.
   kernels::argmax_candidate<T> winner(std::int64_t block_begin) const {
     kernels::argmax_candidate<T> result = tail;
     if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
-      const auto chains = static_cast<std::size_t>(std::count(started.begin(), started.end(), true));
-      if (chains > 0) {
+      if (started[0]) {
         const auto max = [](const batch& a, const batch& b) { return xsimd::max(a, b); };
         const auto min = [](const batch& a, const batch& b) { return xsimd::min(a, b); };
         bool any_nan = false;
         batch top = best[0];
-        for (std::size_t chain = 0; chain < chains; ++chain) {
-          if constexpr (std::is_floating_point_v<T>) any_nan = any_nan || xsimd::any(xsimd::isnan(best[chain]));
-          top = max(top, best[chain]);
-        }
+        for_each_started([&](std::size_t, const batch& value, const batch&) {
+          if constexpr (std::is_floating_point_v<T>) any_nan = any_nan || xsimd::any(xsimd::isnan(value));
+          top = max(top, value);
+        });
         const T value = any_nan ? std::numeric_limits<T>::quiet_NaN() : kernels::across_lanes(top, max);
         const batch none(std::numeric_limits<T>::max());
         batch first = none;
-        for (std::size_t chain = 0; chain < chains; ++chain) {
-          const auto holds = any_nan ? xsimd::isnan(best[chain]) : best[chain] == batch(value);
+        for_each_started([&](std::size_t chain, const batch& chain_best, const batch& chain_at) {
+          const auto holds = any_nan ? xsimd::isnan(chain_best) : chain_best == batch(value);
           const batch positions =
-              at[chain] + kernels::lane_indices<T, Arch>() + batch(static_cast<T>(chain * batch::size));
+              chain_at + kernels::lane_indices<T, Arch>() + batch(static_cast<T>(chain * batch::size));
           first = min(first, xsimd::select(holds, positions, none));
-        }
+        });
         result = better(result, {value, static_cast<std::int64_t>(kernels::across_lanes(first, min))});
       }
     }
     result.at += block_begin;
     return result;
+  }
+
+  // f(chain, best[chain], at[chain]) for each chain that holds a candidate. A fold, so that
+  // every chain's index is a constant: a loop would keep the accumulators in memory while
+  // the row loop, inlined into the same function, runs.
+  template <class F>
+  void for_each_started(F f) const {
+    [&]<std::size_t... chain>(std::index_sequence<chain...>) {
+      ((started[chain] ? f(chain, best[chain], at[chain]) : void()), ...);
+    }(std::make_index_sequence<chains>{});
   }
   XLITE_INTRINSICS_END
 };
