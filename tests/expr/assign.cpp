@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 using xlite::shape;
@@ -128,6 +129,20 @@ TEST_CASE("assign: eval and the converting constructor give the same tensor", "[
     CHECK(assigned.data() == storage);
     CHECK(bitwise_equal(assigned, constructed));
   });
+}
+
+TEST_CASE("assign: eval of a tensor is a copy, or the temporary itself", "[assign]") {
+  const tensor<float> x{{1.0f, 2.0f}, {3.0f, 4.0f}};
+  const tensor<float> copy = xlite::eval(x);
+  CHECK(copy == x);
+  CHECK(copy.data() != x.data());
+  tensor<float> temporary{5.0f, 6.0f};
+  const float* storage = temporary.data();
+  const tensor<float> moved = xlite::eval(std::move(temporary));
+  CHECK(moved.data() == storage);
+  const auto row_sums = xlite::eval(xlite::sum(x, {1})); // a reduction already returns a tensor
+  static_assert(std::is_same_v<decltype(row_sums), const tensor<float>>);
+  CHECK(row_sums == tensor<float>{3.0f, 7.0f});
 }
 
 // An expression carries its shape by reference to a tensor's where one has it, else as a copy

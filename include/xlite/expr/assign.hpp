@@ -60,4 +60,12 @@ tensor<typename std::remove_cvref_t<E>::value_type> eval(const E& e) {
   return tensor<typename std::remove_cvref_t<E>::value_type>(e);
 }
 
+// A tensor is already a value: a copy of it, or the tensor itself when it is a temporary
+// (eval(sum(x, {1})), whose reduction returned a tensor). Generic code can eval whatever
+// it is given, as with xt::eval.
+template <class T>
+tensor<T> eval(tensor<T> t) {
+  return t;
+}
+
 } // namespace xlite
