@@ -388,6 +388,9 @@ void check_large_reductions(std::uint64_t seed) {
   const std::vector<large_case> cases = {
       {shape{200003}, shape{}, {true, {}, false}},          // one output, 13 blocks
       {shape{3, 50001}, shape{50001}, {false, {1}, false}}, // rows of several blocks
+      // Two outer dims that y keeps apart, rows of two blocks: tasks step the block and
+      // the output index across both, and chunks start mid-output.
+      {shape{2, 3, 20001}, shape{3, 1}, {false, {2}, false}},
       {shape{40001, 5}, shape{5}, {false, {-1}, true}},     // many short rows
       {shape{5, 40001}, shape{5, 1}, {false, {0}, false}},  // columns: SIMD across outputs
       {shape{7, 3, 3001}, shape{3, 1}, {false, {2, 0}, false}},

@@ -61,8 +61,9 @@ tensor<typename std::remove_cvref_t<E>::value_type> eval(const E& e) {
 }
 
 // A tensor is already a value: a copy of it, or the tensor itself when it is a temporary
-// (eval(sum(x, {1})), whose reduction returned a tensor). Generic code can eval whatever
-// it is given, as with xt::eval.
+// (eval(sum(x, {1})), whose reduction returned a tensor), so that code can eval a tensor
+// or an expression alike. Unlike xt::eval, which returns a reference, an lvalue is copied:
+// eval always gives a tensor of its own.
 template <class T>
 tensor<T> eval(tensor<T> t) {
   return t;

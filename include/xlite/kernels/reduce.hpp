@@ -76,18 +76,25 @@ struct reduction<op::min> {
 template <>
 struct reduction<op::mean> : reduction<op::sum> {};
 
-// A batch's lanes combined left to right: the same order on every run. The lanes are read
-// from the register as a vector of T with constant indices, which g++ turns into shuffles:
-// through a stored array, the batch's wide store and the narrow loads after it held up a
-// row reduction of short rows on every output.
+// A batch's lanes combined left to right: the same order on every run. With GNU vector
+// types the lanes are read from the register with constant indices, which g++ and clang
+// turn into shuffles (bit_cast keeps the lanes in memory order, as a store would): through
+// a stored array, the batch's wide store and the narrow loads after it held up a row
+// reduction of short rows on every output.
 template <op O, class T, class Arch>
 T combine_lanes(const batch_t<T, Arch>& v) {
   if constexpr (std::is_same_v<Arch, scalar_arch>) {
     return v;
   } else {
-    using batch = batch_t<T, Arch>;
-    using lanes_vector [[gnu::vector_size(sizeof(batch))]] = T;
-    const auto values = std::bit_cast<lanes_vector>(static_cast<typename batch::register_type>(v));
+    static_assert(std::is_arithmetic_v<T>, "xlite: SIMD reductions are of arithmetic lanes");
+    using register_type = typename batch_t<T, Arch>::register_type;
+#if defined(__GNUC__)
+    using lanes_vector [[gnu::vector_size(sizeof(register_type))]] = T;
+    const auto values = std::bit_cast<lanes_vector>(static_cast<register_type>(v));
+#else
+    alignas(64) std::array<T, lanes<T, Arch>> values;
+    v.store_aligned(values.data());
+#endif
     return [&]<std::size_t... i>(std::index_sequence<i...>) {
       T result = values[0];
       ((result = reduction<O>::combine(result, T(values[i + 1]))), ...);
