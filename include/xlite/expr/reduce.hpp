@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -428,11 +427,10 @@ struct accumulators {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
   static constexpr std::size_t chains = 4;
-  // Not fill(): a loop would keep the accumulators in memory, once everything from here to
-  // total() is inlined into accumulate_block.
-  std::array<batch, chains> lanes = []<std::size_t... chain>(std::index_sequence<chain...>) {
-    return std::array<batch, chains>{((void)chain, batch(red::template identity<R>()))...};
-  }(std::make_index_sequence<chains>{});
+  // Spelled out, with no loop (not fill()): a loop would keep the accumulators in memory
+  // once everything from here to total() is inlined into accumulate_block.
+  std::array<batch, chains> lanes = {batch(red::template identity<R>()), batch(red::template identity<R>()),
+                                     batch(red::template identity<R>()), batch(red::template identity<R>())};
   R tail = red::template identity<R>();
 
   template <class L, bool Contiguous, class B>
@@ -446,17 +444,9 @@ struct accumulators {
   }
 
   // Neighbouring chains combined pairwise, (0 1) (2 3), then the lanes left to right.
-  R total() const { return red::combine(kernels::combine_lanes<O, R, Arch>(combined<0, chains>()), tail); }
-
-  // Chains [First, First + Count) combined pairwise, with no loop (see lanes).
-  template <std::size_t First, std::size_t Count>
-  batch combined() const {
-    static_assert(std::has_single_bit(Count), "pairwise halves need a power of two");
-    if constexpr (Count == 1) {
-      return lanes[First];
-    } else {
-      return red::combine(combined<First, Count / 2>(), combined<First + Count / 2, Count / 2>());
-    }
+  R total() const {
+    const batch all = red::combine(red::combine(lanes[0], lanes[1]), red::combine(lanes[2], lanes[3]));
+    return red::combine(kernels::combine_lanes<O, R, Arch>(all), tail);
   }
 };
 
