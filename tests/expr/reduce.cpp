@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -101,6 +102,58 @@ TEST_CASE("reduce: bad axes of sum, mean and prod are index_errors naming the op
   CHECK_THROWS_WITH(xlite::sum(x * x, {7}), Contains("sum: axis 7 is out of range"));
   CHECK_THROWS_WITH(xlite::sum(scalar, {0}), Contains("sum: axis 0") && Contains("rank-0"));
   CHECK_THROWS_AS(xlite::sum(x, {0, 1, 2, 0, 1, 2, 0, 1, 2}), xlite::index_error); // more axes than any rank
+}
+
+// Row reductions of short rows combine the lanes of a group of outputs' batches at once
+// (transposed); each lane must hold what combine_lanes gives that output alone, in the same
+// order: data over many binades, so a sum in another order gives other bits, with NaN, and
+// signed zeros for max and min.
+TEST_CASE("reduce: a group of batches' lanes combine as each batch's lanes do alone", "[reduce]") {
+  using arch = xlite::kernels::simd_arch;
+  rng g(57);
+  const auto check = [&]<class T, op O>() {
+    using batch = xlite::kernels::batch_t<T, arch>;
+    constexpr std::size_t n = xlite::kernels::lanes<T, arch>;
+    for (int round = 0; round < 20; ++round) {
+      std::array<batch, n> group;
+      for (batch& b : group) {
+        tensor<T> lanes = std::is_floating_point_v<T> && O != op::prod
+                              ? random_tensor<T>(g, shape{std::int64_t{n}}, domain{{part::magnitude, -20, 20}})
+                              : random_tensor<T>(g, shape{std::int64_t{n}}, -3, 3);
+        if constexpr (std::is_floating_point_v<T>) {
+          if (round % 4 == 1) lanes(integer(g, 0, n - 1)) = std::numeric_limits<T>::quiet_NaN();
+          if (round % 4 == 2) lanes(integer(g, 0, n - 1)) = T(-0.0);
+          if (round % 4 == 2) lanes(integer(g, 0, n - 1)) = T(0.0);
+        }
+        if constexpr (std::is_same_v<arch, xlite::kernels::scalar_arch>) {
+          b = lanes(0);
+        } else {
+          b = batch::load_unaligned(lanes.data());
+        }
+      }
+      alignas(64) std::array<T, n> each;
+      if constexpr (std::is_same_v<arch, xlite::kernels::scalar_arch>) {
+        each[0] = xlite::kernels::combine_lanes_of_each<O, T, arch>(group);
+      } else {
+        xlite::kernels::combine_lanes_of_each<O, T, arch>(group).store_aligned(each.data());
+      }
+      for (std::size_t k = 0; k < n; ++k) {
+        INFO(name(O) << " of " << xlite::dtype_of_v<T> << " on " << arch::name() << ", batch " << k);
+        CHECK(bitwise_equal(tensor<T>(shape{}, each[k]),
+                            tensor<T>(shape{}, xlite::kernels::combine_lanes<O, T, arch>(group[k]))));
+      }
+    }
+  };
+  const auto every_op = [&]<class T>() {
+    check.template operator()<T, op::sum>();
+    check.template operator()<T, op::prod>();
+    check.template operator()<T, op::max>();
+    check.template operator()<T, op::min>();
+  };
+  every_op.template operator()<float>();
+  every_op.template operator()<double>();
+  every_op.template operator()<std::int32_t>();
+  every_op.template operator()<std::int64_t>();
 }
 
 // Run by CTest with XLITE_NUM_THREADS=2, with the cases of the same tag in evaluate.cpp (see

@@ -28,6 +28,7 @@
 #include <initializer_list>
 #include <limits>
 #include <span>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -397,6 +398,51 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
   }
 }
 
+// Totals of the output at index[outer dims] and the group - 1 after it (the innermost
+// dimension reduced, each output one block) into out[0, group): each output's chains as
+// accumulate_block leaves them, then Acc::totals of them all, which combines the lanes of
+// the whole group at once. Flattened, as accumulate_block.
+template <class Acc, class L, class B, std::size_t Leaves, class R>
+[[gnu::flatten]] void total_group(B& expr, const reduction_plan<Leaves>& plan,
+                                  std::array<std::int64_t, max_rank>& index, R* out) {
+  using batch = typename Acc::batch;
+  constexpr std::size_t group = batch::size;
+  std::array<batch, group> chains;
+  alignas(64) std::array<R, group> tails;
+  for (std::size_t k = 0; k < group; ++k) {
+    std::tie(chains[k], tails[k]) = accumulate_block<Acc, L>(
+        expr, plan, index, 0, plan.reduced,
+        [](const Acc& acc, std::int64_t) { return std::pair(acc.chains_total(), acc.tail); });
+    next_index(plan.loop, plan.outer_dims, index);
+  }
+  Acc::totals(chains, batch::load_aligned(tails.data())).store_unaligned(out);
+}
+
+// reduce_rows for sum, mean, prod, max and min where each output is one block: the outputs
+// in groups of a batch's lanes (total_group), and those after the last whole group one by one.
+template <class Acc, class L, class B, std::size_t Leaves, class R>
+void reduce_rows_in_groups(const B& bound_expr, const reduction_plan<Leaves>& plan, thread_pool& pool, R* out) {
+  constexpr auto group = static_cast<std::int64_t>(Acc::batch::size);
+  const std::int64_t groups = (plan.outputs_outer + group - 1) / group;
+  run_tasks(pool, groups, tasks_per_chunk(groups, group * plan.reduced, pool.num_threads()), bound_expr, plan,
+            [out](const B& expr, const reduction_plan<Leaves>& layout, std::int64_t first, std::int64_t last) {
+              B walker = expr;
+              std::array<std::int64_t, max_rank> index{};
+              unravel(layout.loop, layout.outer_dims, first * group, index);
+              for (std::int64_t p = first * group; p < last * group; p += group) {
+                if (p + group <= layout.outputs_outer) {
+                  total_group<Acc, L>(walker, layout, index, out + p);
+                  continue;
+                }
+                for (std::int64_t q = p; q < layout.outputs_outer; ++q) {
+                  out[q] = accumulate_block<Acc, L>(walker, layout, index, 0, layout.reduced,
+                                                    [](const Acc& acc, std::int64_t) { return acc.total(); });
+                  next_index(layout.loop, layout.outer_dims, index);
+                }
+              }
+            });
+}
+
 // The innermost dimension kept: fold_columns over tasks of columns of each output row, run
 // in parallel, with fold_for(p) the Fold of output row p.
 template <class Arch, class L, class B, std::size_t Leaves, class FoldFor>
@@ -443,10 +489,15 @@ struct accumulators {
         [](accumulators& acc, const auto& v, std::int64_t) { acc.tail = red::combine(acc.tail, static_cast<R>(v)); });
   }
 
-  // Neighbouring chains combined pairwise, (0 1) (2 3), then the lanes left to right.
-  R total() const {
-    const batch all = red::combine(red::combine(lanes[0], lanes[1]), red::combine(lanes[2], lanes[3]));
-    return red::combine(kernels::combine_lanes<O, R, Arch>(all), tail);
+  // Neighbouring chains combined pairwise, (0 1) (2 3), then the lanes left to right, then
+  // the tail.
+  batch chains_total() const {
+    return red::combine(red::combine(lanes[0], lanes[1]), red::combine(lanes[2], lanes[3]));
+  }
+  R total() const { return red::combine(kernels::combine_lanes<O, R, Arch>(chains_total()), tail); }
+  // total() of a batch's lanes of outputs at once, from their chains_total() and tails.
+  static batch totals(const std::array<batch, kernels::lanes<R, Arch>>& chains, const batch& tails) {
+    return red::combine(kernels::combine_lanes_of_each<O, R, Arch>(chains), tails);
   }
 };
 
@@ -501,7 +552,16 @@ auto reduce_leaves(const E& e, const axes& which, bool keep) {
   thread_pool& pool = current_thread_pool();
   kernels::dispatch<simd>([&](auto arch) {
     using Arch = decltype(arch);
-    if (plan.inner_dims.first == plan.inner_dims.second) {
+    constexpr auto group = static_cast<std::int64_t>(kernels::lanes<R, Arch>);
+    const bool rows = plan.inner_dims.first == plan.inner_dims.second;
+    if constexpr (group > 1) {
+      if (rows && plan.reduced <= reduction_block &&
+          plan.outputs_outer >= group * static_cast<std::int64_t>(pool.num_threads())) {
+        reduce_rows_in_groups<accumulators<O, R, Arch>, L>(bound_expr, plan, pool, out.data());
+        return;
+      }
+    }
+    if (rows) {
       reduce_rows<accumulators<O, R, Arch>, L>(
           bound_expr, plan, pool, [](const auto& acc, std::int64_t) { return acc.total(); },
           [](R a, R b) { return red::combine(a, b); }, [&](std::int64_t p, R total) { out.data()[p] = total; });

@@ -5,6 +5,7 @@
 // the fixed order in which a batch's lanes are combined. Both front ends reduce through
 // these. argmax, which reduces to a position, has its own rule below.
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -17,6 +18,16 @@
 #include "xlite/kernels/elementwise.hpp"
 #include "xlite/kernels/intrinsics.hpp"
 #include "xlite/kernels/simd.hpp"
+
+// Two-source shuffles with constant indices on GNU vector types (g++ 12, clang).
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define XLITE_HAS_SHUFFLEVECTOR 1
+#endif
+#endif
+#ifndef XLITE_HAS_SHUFFLEVECTOR
+#define XLITE_HAS_SHUFFLEVECTOR 0
+#endif
 
 namespace xlite::kernels {
 
@@ -100,6 +111,57 @@ T combine_lanes(const batch_t<T, Arch>& v) {
       ((result = reduction<O>::combine(result, T(values[i + 1]))), ...);
       return result;
     }(std::make_index_sequence<lanes<T, Arch> - 1>{});
+  }
+}
+
+// combine_lanes of as many batches as a batch has lanes, at once: lane g of the result is
+// combine_lanes(v[g]), the same value from the same steps in the same order. The batches
+// are transposed, so that batch k holds lane k of each, and combined batch by batch: one
+// batch op per lane for them all, where combine_lanes is a chain of lanes - 1 scalar ops
+// for each (most of the time of a row reduction over short rows).
+template <op O, class T, class Arch>
+batch_t<T, Arch> combine_lanes_of_each(const std::array<batch_t<T, Arch>, lanes<T, Arch>>& v) {
+  constexpr std::size_t n = lanes<T, Arch>;
+  if constexpr (std::is_same_v<Arch, scalar_arch>) {
+    return v[0];
+  } else {
+    using batch = batch_t<T, Arch>;
+#if XLITE_HAS_SHUFFLEVECTOR
+    using register_type = typename batch::register_type;
+    using lanes_vector [[gnu::vector_size(sizeof(register_type))]] = T;
+    // Interleaving the lower (upper) halves of rows i and i + n/2 into rows 2i (2i + 1),
+    // log2(n) times, transposes n rows of n.
+    const auto interleave = []<bool upper, std::size_t... i>(const lanes_vector& a, const lanes_vector& b,
+                                                             std::index_sequence<i...>) {
+      return __builtin_shufflevector(a, b, (i % 2 * n + i / 2 + (upper ? n / 2 : 0))...);
+    };
+    // Arrays of the C kind: a vector type as a template argument loses its attribute.
+    // Unrolled, so that they can live in registers.
+    lanes_vector rows[n], before[n];
+#pragma GCC unroll 16
+    for (std::size_t g = 0; g < n; ++g) rows[g] = std::bit_cast<lanes_vector>(static_cast<register_type>(v[g]));
+#pragma GCC unroll 4
+    for (std::size_t round = 1; round < n; round *= 2) {
+#pragma GCC unroll 16
+      for (std::size_t g = 0; g < n; ++g) before[g] = rows[g];
+#pragma GCC unroll 8
+      for (std::size_t i = 0; i < n / 2; ++i) {
+        rows[2 * i] = interleave.template operator()<false>(before[i], before[i + n / 2], std::make_index_sequence<n>{});
+        rows[2 * i + 1] =
+            interleave.template operator()<true>(before[i], before[i + n / 2], std::make_index_sequence<n>{});
+      }
+    }
+    batch result = batch(std::bit_cast<register_type>(rows[0]));
+#pragma GCC unroll 16
+    for (std::size_t k = 1; k < n; ++k) {
+      result = reduction<O>::combine(result, batch(std::bit_cast<register_type>(rows[k])));
+    }
+    return result;
+#else
+    alignas(64) std::array<T, n> each;
+    for (std::size_t g = 0; g < n; ++g) each[g] = combine_lanes<O, T, Arch>(v[g]);
+    return batch::load_aligned(each.data());
+#endif
   }
 }
 
