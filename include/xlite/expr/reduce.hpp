@@ -216,11 +216,11 @@ template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatc
 [[gnu::flatten]] void visit_row(const B& bound_row, std::int64_t j, std::int64_t stop, Acc& acc, OnBatch on_batch,
                                 OnScalar on_scalar) {
   constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
-  // Local copies, as in run_row, which can live in registers: a store to `acc` itself
-  // could alias the operands (a batch may alias floats), and each batch would go through
-  // memory.
+  // A local copy of the expression, as in run_row, which can live in registers. Not of the
+  // accumulator: it is a local of accumulate_block (flattened) that nothing else can
+  // reach, and g++ copied argmax's (over 500 bytes) with memcpy, twice a row (argmax over
+  // 16384 rows of 16 floats took 3x as long).
   const B expr = bound_row;
-  Acc local = acc;
   if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
     static_assert(Acc::chains <= 4, "unroll the chains' loop below as far as there are chains");
     constexpr auto step = static_cast<std::int64_t>(Acc::chains) * width;
@@ -228,13 +228,12 @@ template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatc
 #pragma GCC unroll 4 // or g++ -O2 keeps the accumulators on the stack, indexed by chain
       for (std::size_t chain = 0; chain < Acc::chains; ++chain) {
         const std::int64_t at = j + static_cast<std::int64_t>(chain) * width;
-        on_batch(local, chain, expr.template get<Arch, L, Contiguous>(at), at);
+        on_batch(acc, chain, expr.template get<Arch, L, Contiguous>(at), at);
       }
     }
-    for (; j + width <= stop; j += width) on_batch(local, 0, expr.template get<Arch, L, Contiguous>(j), j);
+    for (; j + width <= stop; j += width) on_batch(acc, 0, expr.template get<Arch, L, Contiguous>(j), j);
   }
-  for (; j < stop; ++j) on_scalar(local, expr.template get<kernels::scalar_arch, L, Contiguous>(j), j);
-  acc = local;
+  for (; j < stop; ++j) on_scalar(acc, expr.template get<kernels::scalar_arch, L, Contiguous>(j), j);
 }
 
 // Folds columns [c_begin, c_end) of output row p (the innermost dimension kept) over the
@@ -602,10 +601,11 @@ static_assert(reduction_block <= exact_positions<float>() && reduction_block <= 
 template <class T, class Arch>
 struct argmax_accumulators {
   using batch = kernels::batch_t<T, Arch>;
-  // Four, as accumulators. Eight on AVX-512, with visit_row a function of its own and the
-  // batches left over spread over the chains, took argmax(x * y) of 2^16 floats from 4.8 to
-  // 3.0 us (of 1000 floats 157 -> 148 ns); inlined into accumulate_block, g++ keeps eight
-  // chains' values, positions and flags in memory (2^16: 4.9 -> 5.5 us).
+  // Four, as accumulators. Eight on AVX-512 (one thread, floats): argmax(x) of 2^16 4.5 ->
+  // 2.7 us, over 64 rows of 32000 137 -> 95 us, but over 4096 rows of 100 87 -> 97 (six
+  // batches a row, all left over on chain 0), and with a round of four chains before the
+  // batches left over, rows of 16 10% slower. Choosing by the row's length would compile
+  // argmax's row loop twice.
   static constexpr std::size_t chains = 4;
   std::array<batch, chains> best{};
   std::array<batch, chains> at{};

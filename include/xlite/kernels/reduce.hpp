@@ -19,10 +19,13 @@
 #include "xlite/kernels/intrinsics.hpp"
 #include "xlite/kernels/simd.hpp"
 
-// Two-source shuffles with constant indices on GNU vector types (g++ 12, clang).
+// Two-source shuffles with constant indices on GNU vector types (g++ 12, clang); defined
+// as 0 by hand, transpose goes through memory.
+#ifndef XLITE_HAS_SHUFFLEVECTOR
 #if defined(__has_builtin)
 #if __has_builtin(__builtin_shufflevector)
 #define XLITE_HAS_SHUFFLEVECTOR 1
+#endif
 #endif
 #endif
 #ifndef XLITE_HAS_SHUFFLEVECTOR
@@ -114,29 +117,26 @@ T combine_lanes(const batch_t<T, Arch>& v) {
   }
 }
 
-// combine_lanes of as many batches as a batch has lanes, at once: lane g of the result is
-// combine_lanes(v[g]), the same value from the same steps in the same order. The batches
-// are transposed, so that batch k holds lane k of each, and combined batch by batch: one
-// batch op per lane for them all, where combine_lanes is a chain of lanes - 1 scalar ops
-// for each (most of the time of a row reduction over short rows).
-template <op O, class T, class Arch>
-batch_t<T, Arch> combine_lanes_of_each(const std::array<batch_t<T, Arch>, lanes<T, Arch>>& v) {
+// n batches of n lanes transposed: lane g of batch k of the result is lane k of v[g]. With
+// GNU vector types, log2(n) rounds of interleaving the lower (upper) halves of batches i and
+// i + n/2 into batches 2i (2i + 1), which g++ and clang turn into two-source shuffles.
+template <class T, class Arch>
+std::array<batch_t<T, Arch>, lanes<T, Arch>> transpose(const std::array<batch_t<T, Arch>, lanes<T, Arch>>& v) {
   constexpr std::size_t n = lanes<T, Arch>;
-  if constexpr (std::is_same_v<Arch, scalar_arch>) {
-    return v[0];
+  if constexpr (n == 1) {
+    return v;
   } else {
     using batch = batch_t<T, Arch>;
+    std::array<batch, n> result;
 #if XLITE_HAS_SHUFFLEVECTOR
     using register_type = typename batch::register_type;
     using lanes_vector [[gnu::vector_size(sizeof(register_type))]] = T;
-    // Interleaving the lower (upper) halves of rows i and i + n/2 into rows 2i (2i + 1),
-    // log2(n) times, transposes n rows of n.
     const auto interleave = []<bool upper, std::size_t... i>(const lanes_vector& a, const lanes_vector& b,
                                                              std::index_sequence<i...>) {
       return __builtin_shufflevector(a, b, (i % 2 * n + i / 2 + (upper ? n / 2 : 0))...);
     };
-    // Arrays of the C kind: a vector type as a template argument loses its attribute.
-    // Unrolled, so that they can live in registers.
+    // Arrays of the C kind (a vector type as a template argument loses its attribute),
+    // unrolled, so that they can live in registers.
     lanes_vector rows[n], before[n];
 #pragma GCC unroll 16
     for (std::size_t g = 0; g < n; ++g) rows[g] = std::bit_cast<lanes_vector>(static_cast<register_type>(v[g]));
@@ -151,18 +151,33 @@ batch_t<T, Arch> combine_lanes_of_each(const std::array<batch_t<T, Arch>, lanes<
             interleave.template operator()<true>(before[i], before[i + n / 2], std::make_index_sequence<n>{});
       }
     }
-    batch result = batch(std::bit_cast<register_type>(rows[0]));
 #pragma GCC unroll 16
-    for (std::size_t k = 1; k < n; ++k) {
-      result = reduction<O>::combine(result, batch(std::bit_cast<register_type>(rows[k])));
-    }
-    return result;
+    for (std::size_t k = 0; k < n; ++k) result[k] = batch(std::bit_cast<register_type>(rows[k]));
 #else
-    alignas(64) std::array<T, n> each;
-    for (std::size_t g = 0; g < n; ++g) each[g] = combine_lanes<O, T, Arch>(v[g]);
-    return batch::load_aligned(each.data());
+    alignas(64) std::array<std::array<T, n>, n> rows;
+    for (std::size_t g = 0; g < n; ++g) v[g].store_aligned(rows[g].data());
+    for (std::size_t k = 0; k < n; ++k) {
+      alignas(64) std::array<T, n> column;
+      for (std::size_t g = 0; g < n; ++g) column[g] = rows[g][k];
+      result[k] = batch::load_aligned(column.data());
+    }
 #endif
+    return result;
   }
+}
+
+// combine_lanes of as many batches as a batch has lanes, at once: lane g of the result is
+// combine_lanes(v[g]), the same value from the same steps in the same order. Transposed,
+// then combined batch by batch: one batch op per lane for them all, where combine_lanes is
+// a chain of lanes - 1 scalar ops for each (most of the time of a row reduction over short
+// rows).
+template <op O, class T, class Arch>
+batch_t<T, Arch> combine_lanes_of_each(const std::array<batch_t<T, Arch>, lanes<T, Arch>>& v) {
+  const auto columns = transpose<T, Arch>(v);
+  batch_t<T, Arch> result = columns[0];
+#pragma GCC unroll 16
+  for (std::size_t k = 1; k < columns.size(); ++k) result = reduction<O>::combine(result, columns[k]);
+  return result;
 }
 
 // The swizzles and compares below are AVX-512 intrinsics once inlined.
