@@ -20,7 +20,7 @@
 #include "xlite/kernels/simd.hpp"
 
 // Two-source shuffles with constant indices on GNU vector types (g++ 12, clang); defined
-// as 0 by hand, transpose goes through memory.
+// as 0 by hand, transpose_batches goes through memory.
 #ifndef XLITE_HAS_SHUFFLEVECTOR
 #if defined(__has_builtin)
 #if __has_builtin(__builtin_shufflevector)
@@ -121,7 +121,8 @@ T combine_lanes(const batch_t<T, Arch>& v) {
 // GNU vector types, log2(n) rounds of interleaving the lower (upper) halves of batches i and
 // i + n/2 into batches 2i (2i + 1), which g++ and clang turn into two-source shuffles.
 template <class T, class Arch>
-std::array<batch_t<T, Arch>, lanes<T, Arch>> transpose(const std::array<batch_t<T, Arch>, lanes<T, Arch>>& v) {
+std::array<batch_t<T, Arch>, lanes<T, Arch>>
+transpose_batches(const std::array<batch_t<T, Arch>, lanes<T, Arch>>& v) {
   constexpr std::size_t n = lanes<T, Arch>;
   if constexpr (n == 1) {
     return v;
@@ -173,7 +174,7 @@ std::array<batch_t<T, Arch>, lanes<T, Arch>> transpose(const std::array<batch_t<
 // rows).
 template <op O, class T, class Arch>
 batch_t<T, Arch> combine_lanes_of_each(const std::array<batch_t<T, Arch>, lanes<T, Arch>>& v) {
-  const auto columns = transpose<T, Arch>(v);
+  const auto columns = transpose_batches<T, Arch>(v);
   batch_t<T, Arch> result = columns[0];
 #pragma GCC unroll 16
   for (std::size_t k = 1; k < columns.size(); ++k) result = reduction<O>::combine(result, columns[k]);
