@@ -12,10 +12,12 @@
 #include <Eigen/Dense>
 
 #include <cstdint>
+#include <vector>
 
 #include "bench_common.hpp"
 #include "expressions.hpp"
 #include "gemm.hpp"
+#include "row_reductions.hpp"
 #include "triad.hpp"
 
 namespace {
@@ -86,6 +88,33 @@ void run_argmax_eigen(benchmark::State& state) {
   });
 }
 
+// row_sum as rowwise().sum() of a row-major map, written into a map of the outputs;
+// row_argmax as maxCoeff(&index) of each row (Eigen has no rowwise argmax). One thread.
+template <bool Argmax>
+void run_rows_eigen(benchmark::State& state) {
+  using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const row_shape s = row_shape_arg(state);
+  const Eigen::Map<const matrix> x(row_input(s).data(), s.rows, s.cols);
+  if constexpr (Argmax) {
+    std::vector<std::int64_t> out(static_cast<std::size_t>(s.rows));
+    time_rows<std::int64_t>(state, [&] {
+      for (Eigen::Index r = 0; r < s.rows; ++r) {
+        Eigen::Index index = 0;
+        x.row(r).maxCoeff(&index);
+        out[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(index);
+      }
+      return out.data();
+    });
+  } else {
+    aligned_floats out(s.rows);
+    Eigen::Map<Eigen::VectorXf> sums(out.data(), s.rows);
+    time_rows<float>(state, [&] {
+      sums.noalias() = x.rowwise().sum();
+      return out.data();
+    });
+  }
+}
+
 // sgemm as a product of row-major Eigen::Map matrices with noalias(). Eigen parallelises
 // products only when built with OpenMP, which this peer is not: one thread.
 void run_sgemm_eigen(benchmark::State& state) {
@@ -110,4 +139,6 @@ void xlite::bench::register_eigen() {
   register_sized("triad", "eigen", run_triad_eigen, triad_sizes, {1});
   register_split_expressions<eigen_kernels>("eigen");
   register_sized("argmax_xy", "eigen", run_argmax_eigen, expression_sizes, {1})->MinTime(expression_min_time);
+  register_rows("row_sum", "eigen", run_rows_eigen<false>, {1});
+  register_rows("row_argmax", "eigen", run_rows_eigen<true>, {1});
 }

@@ -26,6 +26,7 @@
 #include <ATen/ops/neg.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
 #include <ATen/ops/tanh.h>
 
 #include <cstdint>
@@ -33,6 +34,7 @@
 #include "bench_common.hpp"
 #include "expressions.hpp"
 #include "gemm.hpp"
+#include "row_reductions.hpp"
 #include "triad.hpp"
 
 namespace {
@@ -161,6 +163,28 @@ void run_argmax_torch(benchmark::State& state) {
   state.SetLabel("2 passes: mul_out, argmax_out");
 }
 
+// row_sum and row_argmax as at::sum_out and at::argmax_out over dimension 1, into existing
+// tensors.
+template <bool Argmax>
+void run_rows_torch(benchmark::State& state) {
+  const row_shape s = row_shape_arg(state);
+  set_torch_threads(row_threads_arg(state));
+  const at::Tensor x = input_view(row_input(s), {s.rows, s.cols});
+  if constexpr (Argmax) {
+    at::Tensor out = at::empty({s.rows}, at::kLong);
+    time_rows<std::int64_t>(state, [&] {
+      at::argmax_out(out, x, 1);
+      return out.data_ptr<std::int64_t>();
+    });
+  } else {
+    at::Tensor out = at::empty({s.rows}, at::kFloat);
+    time_rows<float>(state, [&] {
+      at::sum_out(out, x, {1});
+      return out.data_ptr<float>();
+    });
+  }
+}
+
 } // namespace
 
 void xlite::bench::register_torch() {
@@ -168,4 +192,6 @@ void xlite::bench::register_torch() {
   register_gemm("sgemm", "torch", run_sgemm_torch);
   register_expressions("torch", run_expression_torch);
   register_sized("argmax_xy", "torch", run_argmax_torch, expression_sizes)->MinTime(expression_min_time);
+  register_rows("row_sum", "torch", run_rows_torch<false>);
+  register_rows("row_argmax", "torch", run_rows_torch<true>);
 }

@@ -14,15 +14,18 @@
 
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xmath.hpp>
+#include <xtensor/xsort.hpp>
 #include <xtensor/xnoalias.hpp>
 #include <xtensor/xtensor.hpp>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "bench_common.hpp"
 #include "expressions.hpp"
+#include "row_reductions.hpp"
 
 namespace {
 
@@ -74,6 +77,35 @@ struct xtensor_kernels {
   }
 };
 
+// row_sum as xt::noalias(out) = xt::sum(x, {1}) and row_argmax as xt::argmax(x, 1), over
+// a 2-D adaptor of the shared matrix, into adaptors of the outputs. One thread.
+template <bool Argmax>
+void run_rows_xtensor(benchmark::State& state) {
+  const row_shape s = row_shape_arg(state);
+  const auto rows = static_cast<std::size_t>(s.rows);
+  const auto x = xt::adapt(row_input(s).data(), rows * static_cast<std::size_t>(s.cols), xt::no_ownership(),
+                           std::array<std::size_t, 2>{rows, static_cast<std::size_t>(s.cols)});
+  if constexpr (Argmax) {
+    std::vector<std::int64_t> buffer(rows);
+    auto out = xt::adapt(buffer.data(), rows, xt::no_ownership(), std::array<std::size_t, 1>{rows});
+    time_rows<std::int64_t>(state, [&] {
+      xt::noalias(out) = xt::argmax(x, 1);
+      return buffer.data();
+    });
+  } else {
+    aligned_floats buffer(s.rows);
+    auto out = xt::adapt(buffer.data(), rows, xt::no_ownership(), std::array<std::size_t, 1>{rows});
+    time_rows<float>(state, [&] {
+      xt::noalias(out) = xt::sum(x, {1});
+      return buffer.data();
+    });
+  }
+}
+
 } // namespace
 
-void xlite::bench::register_xtensor() { register_split_expressions<xtensor_kernels>("xtensor"); }
+void xlite::bench::register_xtensor() {
+  register_split_expressions<xtensor_kernels>("xtensor");
+  register_rows("row_sum", "xtensor", run_rows_xtensor<false>, {1});
+  register_rows("row_argmax", "xtensor", run_rows_xtensor<true>, {1});
+}

@@ -9,6 +9,7 @@
 
 #include "bench_common.hpp"
 #include "expressions.hpp"
+#include "row_reductions.hpp"
 #include "xlite/expr.hpp"
 
 namespace {
@@ -66,9 +67,35 @@ void run_argmax_xlite(benchmark::State& state) {
   time_argmax(state, [&] { return xlite::argmax(x * y)(); });
 }
 
+// row_sum and row_argmax as xlite::sum(x, {1}) and xlite::argmax(x, {1}), each into the
+// new tensor a reduction returns, as a user writes them.
+template <bool Argmax>
+void run_rows_xlite(benchmark::State& state) {
+  const row_shape s = row_shape_arg(state);
+  xlite::tensor<float> x(xlite::tensor<float>::uninitialized, xlite::shape{s.rows, s.cols});
+  std::copy_n(row_input(s).data(), x.size(), x.data());
+  xlite::thread_pool pool(static_cast<std::size_t>(row_threads_arg(state)));
+  xlite::scoped_thread_pool use(pool);
+  if constexpr (Argmax) {
+    xlite::tensor<std::int64_t> out;
+    time_rows<std::int64_t>(state, [&] {
+      out = xlite::argmax(x, {1});
+      return out.data();
+    });
+  } else {
+    xlite::tensor<float> out;
+    time_rows<float>(state, [&] {
+      out = xlite::sum(x, {1});
+      return out.data();
+    });
+  }
+}
+
 } // namespace
 
 void xlite::bench::register_xlite_expressions() {
   register_expressions("xlite", run_expression_xlite);
   register_sized("argmax_xy", "xlite", run_argmax_xlite, expression_sizes)->MinTime(expression_min_time);
+  register_rows("row_sum", "xlite", run_rows_xlite<false>);
+  register_rows("row_argmax", "xlite", run_rows_xlite<true>);
 }

@@ -1,0 +1,89 @@
+#pragma once
+
+// The row reductions, over a row-major matrix x of rows x cols floats, the same work for
+// every impl:
+//
+//   case        computes                                      bytes (read, written)
+//   row_sum     out[r] = sum of x[r, c] over c                 4 rows cols + 4 rows
+//   row_argmax  out[r] = the first c where x[r, c] is largest  4 rows cols + 8 rows
+//
+// From short rows, where what an output costs beyond its elements decides (a softmax's
+// denominators, a classifier's argmax over its classes), to long ones, where the read
+// bandwidth does. Rows are named "<case>/<impl>/rows:<r>/cols:<c>/threads:<t>". Each impl
+// checks its result after the timed loop and fails the benchmark if it is wrong.
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace xlite::bench {
+
+struct row_shape {
+  std::int64_t rows, cols;
+};
+
+inline const std::vector<row_shape> row_shapes = {{16384, 10}, {16384, 16}, {4096, 100}, {256, 4096}};
+
+inline row_shape row_shape_arg(const benchmark::State& state) { return {state.range(0), state.range(1)}; }
+inline int row_threads_arg(const benchmark::State& state) { return static_cast<int>(state.range(2)); }
+
+// Registers fn as "<case_name>/<impl>/rows:<r>/cols:<c>/threads:<t>" for every shape and t.
+template <class Function>
+benchmark::internal::Benchmark* register_rows(std::string_view case_name, std::string_view impl, Function fn,
+                                              const std::vector<std::int64_t>& threads = thread_counts) {
+  benchmark::internal::Benchmark* b = register_case(case_name, impl, fn)->ArgNames({"rows", "cols", "threads"});
+  for (const row_shape& s : row_shapes) {
+    for (const std::int64_t t : threads) b->Args({s.rows, s.cols, t});
+  }
+  return b->MinTime(0.2);
+}
+
+// The matrix of a shape (deterministic data, made once per shape).
+inline const aligned_floats& row_input(row_shape s) {
+  static std::map<std::pair<std::int64_t, std::int64_t>, aligned_floats> made;
+  const auto key = std::pair(s.rows, s.cols);
+  auto found = made.find(key);
+  if (found == made.end()) found = made.emplace(key, deterministic_floats(s.rows * s.cols, 7)).first;
+  return found->second;
+}
+
+// The timed loop: evaluate() computes every row's result and returns where they are;
+// checked after it against a double loop (sums, within n eps sum |x|) or the first maximum.
+template <class Out, class Evaluate>
+void time_rows(benchmark::State& state, Evaluate&& evaluate) {
+  const row_shape s = row_shape_arg(state);
+  const Out* out = nullptr;
+  for (auto _ : state) {
+    out = evaluate();
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * s.rows *
+                          (s.cols * std::int64_t{sizeof(float)} + std::int64_t{sizeof(Out)}));
+  const float* x = row_input(s).data();
+  for (std::int64_t r = 0; r < s.rows; ++r) {
+    const float* row = x + r * s.cols;
+    if constexpr (std::is_same_v<Out, float>) {
+      double sum = 0, magnitude = 0;
+      for (std::int64_t c = 0; c < s.cols; ++c) {
+        sum += row[c];
+        magnitude += std::abs(row[c]);
+      }
+      if (std::abs(out[r] - sum) > static_cast<double>(s.cols) * 0x1p-23 * magnitude) {
+        return state.SkipWithError(("wrong sum of row " + std::to_string(r)).c_str());
+      }
+    } else {
+      std::int64_t best = 0;
+      for (std::int64_t c = 1; c < s.cols; ++c) best = row[c] > row[best] ? c : best;
+      if (out[r] != best) return state.SkipWithError(("wrong argmax of row " + std::to_string(r)).c_str());
+    }
+  }
+}
+
+} // namespace xlite::bench
