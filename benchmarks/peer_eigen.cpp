@@ -94,7 +94,7 @@ template <bool Argmax>
 void run_rows_eigen(benchmark::State& state) {
   using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const row_shape s = row_shape_arg(state);
-  const Eigen::Map<const matrix> x(row_input(s).data(), s.rows, s.cols);
+  const Eigen::Map<const matrix> x(row_input(s, Argmax).data(), s.rows, s.cols);
   if constexpr (Argmax) {
     std::vector<std::int64_t> out(static_cast<std::size_t>(s.rows));
     time_rows<std::int64_t>(state, [&] {

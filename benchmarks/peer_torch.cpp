@@ -169,7 +169,7 @@ template <bool Argmax>
 void run_rows_torch(benchmark::State& state) {
   const row_shape s = row_shape_arg(state);
   set_torch_threads(row_threads_arg(state));
-  const at::Tensor x = input_view(row_input(s), {s.rows, s.cols});
+  const at::Tensor x = input_view(row_input(s, Argmax), {s.rows, s.cols});
   if constexpr (Argmax) {
     at::Tensor out = at::empty({s.rows}, at::kLong);
     time_rows<std::int64_t>(state, [&] {

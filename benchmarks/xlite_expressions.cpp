@@ -73,7 +73,7 @@ template <bool Argmax>
 void run_rows_xlite(benchmark::State& state) {
   const row_shape s = row_shape_arg(state);
   xlite::tensor<float> x(xlite::tensor<float>::uninitialized, xlite::shape{s.rows, s.cols});
-  std::copy_n(row_input(s).data(), x.size(), x.data());
+  std::copy_n(row_input(s, Argmax).data(), x.size(), x.data());
   xlite::thread_pool pool(static_cast<std::size_t>(row_threads_arg(state)));
   xlite::scoped_thread_pool use(pool);
   if constexpr (Argmax) {

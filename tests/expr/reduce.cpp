@@ -107,7 +107,7 @@ TEST_CASE("reduce: bad axes of sum, mean and prod are index_errors naming the op
 // Row reductions of short rows combine the lanes of a group of outputs' batches at once
 // (transposed); each lane must hold what combine_lanes gives that output alone, in the same
 // order: data over many binades, so a sum in another order gives other bits, with NaN, and
-// signed zeros for max and min.
+// rounds of signed zeros alone, and of negatives with one zero, for max and min.
 TEST_CASE("reduce: a group of batches' lanes combine as each batch's lanes do alone", "[reduce]") {
   using arch = xlite::kernels::simd_arch;
   rng g(57);
@@ -121,9 +121,14 @@ TEST_CASE("reduce: a group of batches' lanes combine as each batch's lanes do al
                               ? random_tensor<T>(g, shape{std::int64_t{n}}, domain{{part::magnitude, -20, 20}})
                               : random_tensor<T>(g, shape{std::int64_t{n}}, -3, 3);
         if constexpr (std::is_floating_point_v<T>) {
-          if (round % 4 == 1) lanes(integer(g, 0, n - 1)) = std::numeric_limits<T>::quiet_NaN();
-          if (round % 4 == 2) lanes(integer(g, 0, n - 1)) = T(-0.0);
-          if (round % 4 == 2) lanes(integer(g, 0, n - 1)) = T(0.0);
+          if (round % 5 == 1) lanes(integer(g, 0, n - 1)) = std::numeric_limits<T>::quiet_NaN();
+          if (round % 5 == 2) { // signed zeros only: max and min must order -0 below +0
+            for (T& v : lanes) v = chance(g, 0.5) ? T(-0.0) : T(0.0);
+          }
+          if (round % 5 == 3) { // negatives and one zero of either sign, the maximum
+            for (T& v : lanes) v = -std::abs(v) - T(1);
+            lanes(integer(g, 0, n - 1)) = chance(g, 0.5) ? T(-0.0) : T(0.0);
+          }
         }
         if constexpr (std::is_same_v<arch, xlite::kernels::scalar_arch>) {
           b = lanes(0);

@@ -47,9 +47,9 @@ TEST_CASE("reduce: argmax over an axis followed by longer axes", "[reduce]") {
   });
 }
 
-TEST_CASE("reduce: large max and argmax match the loop and give the same bits for 1, 2, 3, 5 and 8 threads",
+TEST_CASE("reduce: large max, min and argmax match the loop and give the same bits for 1, 2, 3, 5 and 8 threads",
           "[reduce][threads]") {
-  check_large_reductions<op::max, op::argmax>(52);
+  check_large_reductions<op::max, op::min, op::argmax>(52);
 }
 
 TEST_CASE("reduce: NaN, infinities, ties and empty axes in max, min and argmax", "[reduce][special]") {

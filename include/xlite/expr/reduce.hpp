@@ -417,8 +417,15 @@ template <class Acc, class L, class B, std::size_t Leaves, class R>
   Acc::totals(chains, batch::load_aligned(tails.data())).store_unaligned(out);
 }
 
-// reduce_rows for sum, mean, prod, max and min where each output is one block: the outputs
-// in groups of a batch's lanes (total_group), and those after the last whole group one by one.
+// Row reductions over rows this long at most take reduce_rows_in_groups. Longer rows gained
+// nothing (4096 x 1000 floats), and fewer tasks of more outputs would leave threads idle
+// where there are few rows. The choice does not depend on the thread count: a NaN's
+// payload could (x86 keeps the first operand's, and the two paths may add in either
+// order).
+inline constexpr std::int64_t grouped_row_length = 1024;
+
+// reduce_rows for sum, mean, prod, max and min over short rows: the outputs in groups of a
+// batch's lanes (total_group), and those after the last whole group one by one.
 template <class Acc, class L, class B, std::size_t Leaves, class R>
 void reduce_rows_in_groups(const B& bound_expr, const reduction_plan<Leaves>& plan, thread_pool& pool, R* out) {
   constexpr auto group = static_cast<std::int64_t>(Acc::batch::size);
@@ -554,8 +561,7 @@ auto reduce_leaves(const E& e, const axes& which, bool keep) {
     constexpr auto group = static_cast<std::int64_t>(kernels::lanes<R, Arch>);
     const bool rows = plan.inner_dims.first == plan.inner_dims.second;
     if constexpr (group > 1) {
-      if (rows && plan.reduced <= reduction_block &&
-          plan.outputs_outer >= group * static_cast<std::int64_t>(pool.num_threads())) {
+      if (rows && plan.reduced <= grouped_row_length && plan.outputs_outer >= group) {
         reduce_rows_in_groups<accumulators<O, R, Arch>, L>(bound_expr, plan, pool, out.data());
         return;
       }

@@ -5,7 +5,6 @@
 // the fixed order in which a batch's lanes are combined. Both front ends reduce through
 // these. argmax, which reduces to a position, has its own rule below.
 
-#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -20,7 +19,8 @@
 #include "xlite/kernels/simd.hpp"
 
 // Two-source shuffles with constant indices on GNU vector types (g++ 12, clang); defined
-// as 0 by hand, transpose_batches goes through memory.
+// as 0 by hand, transpose_batches goes through memory. Set it, if at all, for the whole
+// program: it changes an inline function's body.
 #ifndef XLITE_HAS_SHUFFLEVECTOR
 #if defined(__has_builtin)
 #if __has_builtin(__builtin_shufflevector)
