@@ -28,6 +28,9 @@
 #include <utility>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 using Catch::Matchers::Contains;
 using xlite::op;
 using xlite::shape;
@@ -159,6 +162,86 @@ TEST_CASE("reduce: a group of batches' lanes combine as each batch's lanes do al
   every_op.template operator()<double>();
   every_op.template operator()<std::int32_t>();
   every_op.template operator()<std::int64_t>();
+}
+
+namespace {
+
+// `count` elements of T that end where an unreadable page begins: a load past them faults.
+template <class T>
+class at_page_end {
+public:
+  explicit at_page_end(std::size_t count)
+      : page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
+        bytes_((count * sizeof(T) + page_ - 1) / page_ * page_ + page_) {
+    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(base != MAP_FAILED);
+    base_ = static_cast<char*>(base);
+    REQUIRE(mprotect(base_ + bytes_ - page_, page_, PROT_NONE) == 0);
+    data_ = reinterpret_cast<T*>(base_ + bytes_ - page_) - count;
+  }
+  at_page_end(const at_page_end&) = delete;
+  at_page_end& operator=(const at_page_end&) = delete;
+  ~at_page_end() { munmap(base_, bytes_); }
+  T* data() const { return data_; }
+
+private:
+  std::size_t page_;
+  std::size_t bytes_;
+  char* base_ = nullptr;
+  T* data_ = nullptr;
+};
+
+} // namespace
+
+TEST_CASE("reduce: load_first reads a row's end under a mask and nothing past it", "[reduce]") {
+  using arch = xlite::kernels::simd_arch;
+  if constexpr (!std::is_same_v<arch, xlite::kernels::scalar_arch>) {
+    const auto check = [&]<class T, class Batch>() {
+      constexpr std::size_t n = Batch::size;
+      for (std::size_t count = 1; count < n; ++count) {
+        INFO(xlite::dtype_of_v<T> << " on " << arch::name() << ", " << count << " of " << n << " lanes");
+        const at_page_end<T> memory(count);
+        for (std::size_t i = 0; i < count; ++i) memory.data()[i] = static_cast<T>(i % 2 == 0 ? i + 1 : 0);
+        std::array<T, n> lanes;
+        xlite::kernels::load_first<Batch>(memory.data(), count).store_unaligned(lanes.data());
+        for (std::size_t i = 0; i < n; ++i) CHECK(lanes[i] == (i < count ? memory.data()[i] : T{}));
+      }
+    };
+    check.template operator()<float, xsimd::batch<float, arch>>();
+    check.template operator()<double, xsimd::batch<double, arch>>();
+    check.template operator()<std::int32_t, xsimd::batch<std::int32_t, arch>>();
+    check.template operator()<std::int64_t, xsimd::batch<std::int64_t, arch>>();
+    check.template operator()<bool, xsimd::batch_bool<float, arch>>(); // bool leaves: masks of the lanes' layout
+    check.template operator()<bool, xsimd::batch_bool<double, arch>>();
+  }
+}
+
+TEST_CASE("reduce: rows that end at an unreadable page reduce as a loop does", "[reduce]") {
+  // Every row length up to past a round of four chains, one row (its end at the page) and a
+  // group of a batch's lanes of rows and some more (the grouped path and the rows after it).
+  rng g(58);
+  for (const std::int64_t rows : {std::int64_t{1}, std::int64_t{37}}) {
+    for (std::int64_t n = 1; n <= 100; ++n) {
+      INFO(rows << " rows of " << n);
+      const at_page_end<float> memory(static_cast<std::size_t>(rows * n));
+      float* const x = memory.data();
+      for (std::int64_t i = 0; i < rows * n; ++i) x[i] = static_cast<float>(integer(g, -6, 6)); // sums exact, ties
+      const shape s{rows, n};
+      const xlite::expr::tensor_ref<float> leaf{x, xlite::expr::shape_ref::to(s)};
+      const tensor<float> sums = xlite::sum(leaf * 2.0f, {1});
+      const tensor<float> maxima = xlite::max(leaf, {1});
+      const tensor<std::int64_t> first = xlite::argmax(-leaf, {1});
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* row = x + r * n;
+        float sum = 0;
+        for (std::int64_t i = 0; i < n; ++i) sum += 2.0f * row[i];
+        const auto smallest = std::min_element(row, row + n);
+        CHECK(sums(r) == sum);
+        CHECK(maxima(r) == *std::max_element(row, row + n));
+        CHECK(first(r) == smallest - row);
+      }
+    }
+  }
 }
 
 // Run by CTest with XLITE_NUM_THREADS=2, with the cases of the same tag in evaluate.cpp (see

@@ -346,6 +346,13 @@ struct sharing_context<Arch, L, type_list<Repeated...>> {
   }
 };
 
+// The context of a batch of which only the first `valid` lanes are in the row: memory
+// leaves read those lanes alone (bound_root::get_first).
+template <class Sharing>
+struct first_lanes_context : Sharing {
+  std::size_t valid;
+};
+
 // ---- bound expressions ---------------------------------------------------------------------
 
 template <class E>
@@ -369,15 +376,17 @@ struct bound_memory {
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
-  auto eval(std::int64_t j, Context&) const {
+  auto eval(std::int64_t j, const Context& context) const {
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
       return Contiguous ? row[j] : row[j * inner_stride];
-    } else if constexpr (std::is_same_v<T, bool>) {
-      using mask = kernels::mask_t<L, Arch>;
-      return Contiguous || inner_stride != 0 ? mask::load_unaligned(row + j) : mask(*row);
     } else {
-      using batch = kernels::batch_t<T, Arch>;
-      return Contiguous || inner_stride != 0 ? batch::load_unaligned(row + j) : batch(*row);
+      using batch = value_t<T, L, Arch>; // a batch_bool of L's lanes for bools
+      if (!Contiguous && inner_stride == 0) return batch(*row);
+      if constexpr (requires { context.valid; }) {
+        return kernels::load_first<batch>(row + j, context.valid);
+      } else {
+        return batch::load_unaligned(row + j);
+      }
     }
   }
 };
@@ -553,6 +562,15 @@ struct bound_root {
   template <class Arch, class L, bool Contiguous>
   auto get(std::int64_t j) const {
     sharing_context<Arch, L, repeated_t<E>> context{shared};
+    return tree.template eval<Arch, L, Contiguous>(j, context);
+  }
+
+  // get's batch at j when only its first `count` lanes are in the row (the end of a row
+  // shorter than a batch, or of a reduction's row): nothing past them is read, and the
+  // other lanes hold what the expression makes of zeros.
+  template <class Arch, class L, bool Contiguous>
+  auto get_first(std::int64_t j, std::size_t count) const {
+    first_lanes_context<sharing_context<Arch, L, repeated_t<E>>> context{{shared}, count};
     return tree.template eval<Arch, L, Contiguous>(j, context);
   }
 };

@@ -13,9 +13,10 @@
 // Order of accumulation, fixed so that results are bitwise the same for any thread count:
 // the reduced elements of each output are split into blocks of `reduction_block` elements
 // in row-major order; within a block, SIMD lanes accumulate every lanes-th element in four
-// interleaved batches, combined pairwise then lane by lane left to right, then the scalar
-// tail; blocks combine left to right. (The order depends on the batch width, so two ISA
-// paths may differ in the last bits of a floating-point sum; each is reproducible.)
+// interleaved batches, the batches left over one to a batch from the first (the last of
+// them holding the block's end in its first lanes), combined pairwise then lane by lane
+// left to right; blocks combine left to right. (The order depends on the batch width, so
+// two ISA paths may differ in the last bits of a floating-point sum; each is reproducible.)
 // When the innermost input dimension is kept, each output element instead accumulates its
 // reduced elements one at a time in row-major order, SIMD across outputs. argmax walks the
 // same loops; its answer, the first maximum (NaN counting as the largest), does not depend
@@ -210,18 +211,20 @@ inline void unravel(const loop_nest& plan, std::pair<std::size_t, std::size_t> s
 // Visits positions [j, stop) of the expression's current row in the order every reduction
 // takes them, updating an accumulator: on_batch(acc, chain, batch, j) on Acc::chains
 // interleaved chains of whole batches (so that a reduction is bound by its loads, not by the
-// latency of each combine), on chain 0 for the batches left over, then on_scalar(acc, value,
-// j) for the tail. Flattened as run_row is.
-template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatch, class OnScalar>
-[[gnu::flatten]] void visit_row(const B& bound_row, std::int64_t j, std::int64_t stop, Acc& acc, OnBatch on_batch,
-                                OnScalar on_scalar) {
-  constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
+// latency of each combine), then the batches left over one to a chain from chain 0, the
+// last of them the row's end in its first lanes and Acc::padding() in the others. On the
+// scalar path, on chain 0, a value at a time. Flattened as run_row is.
+template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatch>
+[[gnu::flatten]] void visit_row(const B& bound_row, std::int64_t j, std::int64_t stop, Acc& acc, OnBatch on_batch) {
   // A local copy of the expression, as in run_row, which can live in registers. Not of the
   // accumulator: it is a local of accumulate_block (flattened) that nothing else can
   // reach, and g++ copied argmax's (over 500 bytes) with memcpy, twice a row (argmax over
   // 16384 rows of 16 floats took 3x as long).
   const B expr = bound_row;
-  if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+  if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
+    for (; j < stop; ++j) on_batch(acc, 0, expr.template get<Arch, L, Contiguous>(j), j);
+  } else {
+    constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
     static_assert(Acc::chains <= 4, "unroll the chains' loop below as far as there are chains");
     constexpr auto step = static_cast<std::int64_t>(Acc::chains) * width;
     for (; j + step <= stop; j += step) {
@@ -231,9 +234,29 @@ template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatc
         on_batch(acc, chain, expr.template get<Arch, L, Contiguous>(at), at);
       }
     }
-    for (; j + width <= stop; j += width) on_batch(acc, 0, expr.template get<Arch, L, Contiguous>(j), j);
+    // Whole batches spread over the chains rather than all on chain 0, where they would wait
+    // on each other; the row's end as a batch, where a scalar loop waited on each element
+    // (and argmax's mispredicted its branches on random data). False once the row is done.
+    const auto leftover = [&]<std::size_t chain>() {
+      if (j + width <= stop) {
+        on_batch(acc, chain, expr.template get<Arch, L, Contiguous>(j), j);
+        j += width;
+        return true;
+      }
+      if (j < stop) {
+        const auto count = static_cast<std::size_t>(stop - j);
+        const auto v = expr.template get_first<Arch, L, Contiguous>(j, count);
+        using V = std::decay_t<decltype(v)>;
+        on_batch(acc, chain, xsimd::select(kernels::first_lanes<typename V::value_type, Arch>(count), v,
+                                           V(Acc::template padding<typename V::value_type>())),
+                 j);
+      }
+      return false;
+    };
+    [&]<std::size_t... chain>(std::index_sequence<chain...>) {
+      (leftover.template operator()<chain>() && ...);
+    }(std::make_index_sequence<Acc::chains>{});
   }
-  for (; j < stop; ++j) on_scalar(acc, expr.template get<kernels::scalar_arch, L, Contiguous>(j), j);
 }
 
 // Folds columns [c_begin, c_end) of output row p (the innermost dimension kept) over the
@@ -407,14 +430,12 @@ template <class Acc, class L, class B, std::size_t Leaves, class R>
   using batch = typename Acc::batch;
   constexpr std::size_t group = batch::size;
   std::array<batch, group> chains;
-  alignas(64) std::array<R, group> tails;
   for (std::size_t k = 0; k < group; ++k) {
-    std::tie(chains[k], tails[k]) = accumulate_block<Acc, L>(
-        expr, plan, index, 0, plan.reduced,
-        [](const Acc& acc, std::int64_t) { return std::pair(acc.chains_total(), acc.tail); });
+    chains[k] = accumulate_block<Acc, L>(expr, plan, index, 0, plan.reduced,
+                                         [](const Acc& acc, std::int64_t) { return acc.chains_total(); });
     next_index(plan.loop, plan.outer_dims, index);
   }
-  Acc::totals(chains, batch::load_aligned(tails.data())).store_unaligned(out);
+  Acc::totals(chains).store_unaligned(out);
 }
 
 // Row reductions over rows this long at most take reduce_rows_in_groups. Longer rows gained
@@ -470,10 +491,10 @@ void reduce_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, thr
 
 // ---- sum, mean, prod, max, min ---------------------------------------------------------------
 
-// A batch per chain of visit_row and one scalar for the tail. Four chains: eight (on
-// AVX-512) brought sum(x * y) of 2^26 floats 1-5% closer to a hand FMA loop, but made
-// sum(x * x, {1}) over 4096 x 1000 floats 30% slower (seven rounds of eight and six batches
-// left on one chain, where four chains take fifteen rounds and two).
+// A batch per chain of visit_row (on the scalar path a value, on chain 0). Four chains:
+// eight (on AVX-512) brought sum(x * y) of 2^26 floats 1-5% closer to a hand FMA loop (of
+// 2^16 1%), but made sum(x * x, {1}) over 4096 x 1000 floats 30% slower with the batches
+// left over all on chain 0, and sum(x, {1}) over 4096 x 100 15% slower with them spread.
 template <op O, class R, class Arch>
 struct accumulators {
   using red = kernels::reduction<O>;
@@ -483,27 +504,29 @@ struct accumulators {
   // once everything from here to total() is inlined into accumulate_block.
   std::array<batch, chains> lanes = {batch(red::template identity<R>()), batch(red::template identity<R>()),
                                      batch(red::template identity<R>()), batch(red::template identity<R>())};
-  R tail = red::template identity<R>();
+
+  // What the lanes past a row's end hold: nothing to the total.
+  template <class T>
+  static constexpr T padding() {
+    return red::template identity<T>();
+  }
 
   template <class L, bool Contiguous, class B>
   void add_row(const B& expr, std::int64_t j, std::int64_t stop, std::int64_t /*offset*/) {
-    visit_row<Arch, L, Contiguous>(
-        expr, j, stop, *this,
-        [](accumulators& acc, std::size_t chain, const auto& v, std::int64_t) {
-          acc.lanes[chain] = red::combine(acc.lanes[chain], batch(v));
-        },
-        [](accumulators& acc, const auto& v, std::int64_t) { acc.tail = red::combine(acc.tail, static_cast<R>(v)); });
+    visit_row<Arch, L, Contiguous>(expr, j, stop, *this,
+                                   [](accumulators& acc, std::size_t chain, const auto& v, std::int64_t) {
+                                     acc.lanes[chain] = red::combine(acc.lanes[chain], batch(v));
+                                   });
   }
 
-  // Neighbouring chains combined pairwise, (0 1) (2 3), then the lanes left to right, then
-  // the tail.
+  // Neighbouring chains combined pairwise, (0 1) (2 3), then the lanes left to right.
   batch chains_total() const {
     return red::combine(red::combine(lanes[0], lanes[1]), red::combine(lanes[2], lanes[3]));
   }
-  R total() const { return red::combine(kernels::combine_lanes<O, R, Arch>(chains_total()), tail); }
-  // total() of a batch's lanes of outputs at once, from their chains_total() and tails.
-  static batch totals(const std::array<batch, kernels::lanes<R, Arch>>& chains, const batch& tails) {
-    return red::combine(kernels::combine_lanes_of_each<O, R, Arch>(chains), tails);
+  R total() const { return kernels::combine_lanes<O, R, Arch>(chains_total()); }
+  // total() of a batch's lanes of outputs at once, from their chains_total().
+  static batch totals(const std::array<batch, kernels::lanes<R, Arch>>& chains) {
+    return kernels::combine_lanes_of_each<O, R, Arch>(chains);
   }
 };
 
@@ -600,10 +623,13 @@ constexpr std::int64_t exact_positions() {
 static_assert(reduction_block <= exact_positions<float>() && reduction_block <= exact_positions<std::int32_t>());
 
 // Chains of lanes, as accumulators has, each with the first maximum among the positions it
-// has seen (in increasing order) and where it is; and a candidate for the scalar tails.
+// has seen (in increasing order) and where it is; on the scalar path, one candidate.
 // Positions count from the block's start. A chain's lanes hold the position of the first
 // batch of its group (so that the chains share one broadcast): lane l of chain k is at
-// at[k] + k * width + l.
+// at[k] + k * width + l. A chain starts with the padding at the first group's positions, as
+// if the block began with a group of padding; that never changes the answer: the padding
+// is the lowest value, and where it is also the block's largest, the block's first
+// position holds it.
 template <class T, class Arch>
 struct argmax_accumulators {
   using batch = kernels::batch_t<T, Arch>;
@@ -613,10 +639,19 @@ struct argmax_accumulators {
   // batches left over, rows of 16 10% slower. Choosing by the row's length would compile
   // argmax's row loop twice.
   static constexpr std::size_t chains = 4;
-  std::array<batch, chains> best{};
+
+  // What the lanes past a row's end hold: never a first maximum, since the positions
+  // before them hold at least as much.
+  template <class U>
+  static constexpr U padding() {
+    return kernels::reduction<op::max>::identity<U>();
+  }
+
+  // Spelled out, as accumulators' lanes.
+  std::array<batch, chains> best = {batch(padding<T>()), batch(padding<T>()), batch(padding<T>()),
+                                    batch(padding<T>())};
   std::array<batch, chains> at{};
-  std::array<bool, chains> started{};
-  kernels::argmax_candidate<T> tail;
+  kernels::argmax_candidate<T> scalar_best;
 
   template <class L, bool Contiguous, class B>
   void add_row(const B& expr, std::int64_t j, std::int64_t stop, std::int64_t offset) {
@@ -624,21 +659,16 @@ struct argmax_accumulators {
     visit_row<Arch, L, Contiguous>(
         expr, j, stop, *this,
         [position_of_0](argmax_accumulators& acc, std::size_t chain, const auto& v, std::int64_t first) {
-          using lanes = std::decay_t<decltype(v)>; // only on the SIMD path
-          const auto group = first - static_cast<std::int64_t>(chain * lanes::size);
-          const lanes positions(static_cast<T>(position_of_0 + group));
-          if (!acc.started[chain]) {
-            acc.best[chain] = v;
-            acc.at[chain] = positions;
-            acc.started[chain] = true;
-            return;
+          if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
+            const auto value = static_cast<T>(v);
+            if (acc.scalar_best.at < 0 || kernels::argmax_replaces(value, acc.scalar_best.value))
+              acc.scalar_best = {value, position_of_0 + first};
+          } else {
+            const auto group = first - static_cast<std::int64_t>(chain * batch::size);
+            const auto replace = kernels::argmax_replaces(v, acc.best[chain]);
+            acc.best[chain] = xsimd::select(replace, v, acc.best[chain]);
+            acc.at[chain] = xsimd::select(replace, batch(static_cast<T>(position_of_0 + group)), acc.at[chain]);
           }
-          const auto replace = kernels::argmax_replaces(v, acc.best[chain]);
-          acc.best[chain] = xsimd::select(replace, v, acc.best[chain]);
-          acc.at[chain] = xsimd::select(replace, positions, acc.at[chain]);
-        },
-        [position_of_0](argmax_accumulators& acc, const T& v, std::int64_t k) {
-          if (acc.tail.at < 0 || kernels::argmax_replaces(v, acc.tail.value)) acc.tail = {v, position_of_0 + k};
         });
   }
 
@@ -646,44 +676,32 @@ struct argmax_accumulators {
   XLITE_INTRINSICS_BEGIN
 
   // The winner of the block that starts at reduced position block_begin: the largest value
-  // in the chains (or a NaN, if they hold one) at the first position that holds it, then
-  // the tail's candidate. Chains start in order: none has unless chain 0 has.
+  // in the chains (or a NaN, if they hold one) at the first position that holds it.
   kernels::argmax_candidate<T> winner(std::int64_t block_begin) const {
-    kernels::argmax_candidate<T> result = tail;
+    kernels::argmax_candidate<T> result = scalar_best;
     if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
-      if (started[0]) {
-        const auto max = [](const batch& a, const batch& b) { return xsimd::max(a, b); };
-        const auto min = [](const batch& a, const batch& b) { return xsimd::min(a, b); };
-        bool any_nan = false;
-        batch top = best[0];
-        for_each_started([&](std::size_t, const batch& value, const batch&) {
-          if constexpr (std::is_floating_point_v<T>) any_nan = any_nan || xsimd::any(xsimd::isnan(value));
-          top = max(top, value);
-        });
-        const T value = any_nan ? std::numeric_limits<T>::quiet_NaN() : kernels::across_lanes(top, max);
-        const batch none(std::numeric_limits<T>::max());
-        batch first = none;
-        for_each_started([&](std::size_t chain, const batch& chain_best, const batch& chain_at) {
-          const auto holds = any_nan ? xsimd::isnan(chain_best) : chain_best == batch(value);
-          const batch positions =
-              chain_at + kernels::lane_indices<T, Arch>() + batch(static_cast<T>(chain * batch::size));
-          first = min(first, xsimd::select(holds, positions, none));
-        });
-        result = better(result, {value, static_cast<std::int64_t>(kernels::across_lanes(first, min))});
+      const auto max = [](const batch& a, const batch& b) { return xsimd::max(a, b); };
+      const auto min = [](const batch& a, const batch& b) { return xsimd::min(a, b); };
+      bool any_nan = false;
+      if constexpr (std::is_floating_point_v<T>) {
+        any_nan = xsimd::any(xsimd::isnan(best[0]) || xsimd::isnan(best[1]) || xsimd::isnan(best[2]) ||
+                             xsimd::isnan(best[3]));
       }
+      const T value = any_nan ? std::numeric_limits<T>::quiet_NaN()
+                              : kernels::across_lanes(max(max(best[0], best[1]), max(best[2], best[3])), max);
+      const batch none(std::numeric_limits<T>::max());
+      batch first = none;
+      [&]<std::size_t... chain>(std::index_sequence<chain...>) {
+        ((first = min(first, xsimd::select(any_nan ? xsimd::isnan(best[chain]) : best[chain] == batch(value),
+                                           at[chain] + kernels::lane_indices<T, Arch>() +
+                                               batch(static_cast<T>(chain * batch::size)),
+                                           none))),
+         ...);
+      }(std::make_index_sequence<chains>{});
+      result = {value, static_cast<std::int64_t>(kernels::across_lanes(first, min))};
     }
     result.at += block_begin;
     return result;
-  }
-
-  // f(chain, best[chain], at[chain]) for each chain that holds a candidate. A fold, so that
-  // every chain's index is a constant: a loop would keep the accumulators in memory while
-  // the row loop, inlined into the same function, runs.
-  template <class F>
-  void for_each_started(F f) const {
-    [&]<std::size_t... chain>(std::index_sequence<chain...>) {
-      ((started[chain] ? f(chain, best[chain], at[chain]) : void()), ...);
-    }(std::make_index_sequence<chains>{});
   }
   XLITE_INTRINSICS_END
 };

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #if defined(__unix__)
@@ -93,6 +94,56 @@ xsimd::batch<T, Arch> lane_indices() {
     return i;
   }();
   return xsimd::batch<T, Arch>::load_unaligned(indices.data());
+}
+
+// The mask of a batch's first `count` lanes.
+template <class T, class Arch>
+xsimd::batch_bool<T, Arch> first_lanes(std::size_t count) {
+  return lane_indices<T, Arch>() < xsimd::batch<T, Arch>(static_cast<T>(count));
+}
+
+// Batch (a batch of T, or for T = bool a batch_bool) of p[0, count) in its first lanes
+// (count below a batch's lanes) and zeros in the rest, reading nothing past p + count: the
+// end of a row may be the end of a page. AVX-512 and AVX2 load under a mask (masked lanes
+// do not fault); elsewhere, and for bools, through a copy on the stack.
+template <class Batch, class T>
+Batch load_first(const T* p, std::size_t count) {
+  // (bools fill a batch_bool of wider lanes, which no masked load does)
+  [[maybe_unused]] constexpr std::size_t register_bytes =
+      std::is_same_v<T, bool> ? 0 : sizeof(typename Batch::register_type);
+#if XSIMD_WITH_AVX512F
+  if constexpr (register_bytes == 64) {
+    const auto lanes_in = static_cast<std::uint32_t>((std::uint64_t{1} << count) - 1);
+    if constexpr (std::is_same_v<T, float>) {
+      return Batch(_mm512_maskz_loadu_ps(static_cast<__mmask16>(lanes_in), p));
+    } else if constexpr (std::is_same_v<T, double>) {
+      return Batch(_mm512_maskz_loadu_pd(static_cast<__mmask8>(lanes_in), p));
+    } else if constexpr (sizeof(T) == 4) {
+      return Batch(_mm512_maskz_loadu_epi32(static_cast<__mmask16>(lanes_in), p));
+    } else {
+      return Batch(_mm512_maskz_loadu_epi64(static_cast<__mmask8>(lanes_in), p));
+    }
+  }
+#endif
+#if XSIMD_WITH_AVX2
+  if constexpr (register_bytes == 32) {
+    using Arch = typename Batch::arch_type;
+    using integer = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+    const __m256i lanes_in = first_lanes<integer, Arch>(count).data; // all ones in the lanes to load
+    if constexpr (std::is_same_v<T, float>) {
+      return Batch(_mm256_maskload_ps(p, lanes_in));
+    } else if constexpr (std::is_same_v<T, double>) {
+      return Batch(_mm256_maskload_pd(p, lanes_in));
+    } else if constexpr (sizeof(T) == 4) {
+      return Batch(_mm256_maskload_epi32(reinterpret_cast<const int*>(p), lanes_in));
+    } else {
+      return Batch(_mm256_maskload_epi64(reinterpret_cast<const long long*>(p), lanes_in));
+    }
+  }
+#endif
+  alignas(64) std::array<T, Batch::size> copy{};
+  std::copy_n(p, std::min(count, copy.size()), copy.begin()); // (the min for g++'s -Warray-bounds)
+  return Batch::load_aligned(copy.data());
 }
 
 template <class V>
