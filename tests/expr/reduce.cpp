@@ -219,29 +219,58 @@ TEST_CASE("reduce: load_first reads a row's end under a mask and nothing past it
 TEST_CASE("reduce: rows that end at an unreadable page reduce as a loop does", "[reduce]") {
   // Every row length up to past a round of four chains, one row (its end at the page) and a
   // group of a batch's lanes of rows and some more (the grouped path and the rows after it).
+  // Small integers (sums exact, ties for argmax), some rows all the lowest value (where the
+  // padding ties the maximum), some with NaN. sum(x + 1): padding that is not the identity
+  // would count.
   rng g(58);
-  for (const std::int64_t rows : {std::int64_t{1}, std::int64_t{37}}) {
-    for (std::int64_t n = 1; n <= 100; ++n) {
-      INFO(rows << " rows of " << n);
-      const at_page_end<float> memory(static_cast<std::size_t>(rows * n));
-      float* const x = memory.data();
-      for (std::int64_t i = 0; i < rows * n; ++i) x[i] = static_cast<float>(integer(g, -6, 6)); // sums exact, ties
-      const shape s{rows, n};
-      const xlite::expr::tensor_ref<float> leaf{x, xlite::expr::shape_ref::to(s)};
-      const tensor<float> sums = xlite::sum(leaf * 2.0f, {1});
-      const tensor<float> maxima = xlite::max(leaf, {1});
-      const tensor<std::int64_t> first = xlite::argmax(-leaf, {1});
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const float* row = x + r * n;
-        float sum = 0;
-        for (std::int64_t i = 0; i < n; ++i) sum += 2.0f * row[i];
-        const auto smallest = std::min_element(row, row + n);
-        CHECK(sums(r) == sum);
-        CHECK(maxima(r) == *std::max_element(row, row + n));
-        CHECK(first(r) == smallest - row);
+  const auto check = [&]<class T>() {
+    constexpr T lowest = xlite::kernels::reduction<op::max>::identity<T>();
+    for (const std::int64_t rows : {std::int64_t{1}, std::int64_t{37}}) {
+      for (std::int64_t n = 1; n <= 100; ++n) {
+        INFO(rows << " rows of " << n << " " << xlite::dtype_of_v<T>);
+        const at_page_end<T> memory(static_cast<std::size_t>(rows * n));
+        T* const x = memory.data();
+        for (std::int64_t r = 0; r < rows; ++r) {
+          T* row = x + r * n;
+          for (std::int64_t i = 0; i < n; ++i) row[i] = r % 7 == 3 ? lowest : static_cast<T>(integer(g, -6, 6));
+          if constexpr (std::is_floating_point_v<T>) {
+            if (r % 7 == 5) row[integer(g, 0, n - 1)] = std::numeric_limits<T>::quiet_NaN();
+          }
+        }
+        const shape s{rows, n};
+        const xlite::expr::tensor_ref<T> leaf{x, xlite::expr::shape_ref::to(s)};
+        const auto sums = xlite::sum(leaf + T(1), {1}); // of int32 in int64
+        using S = typename decltype(sums)::value_type;
+        const tensor<T> maxima = xlite::max(leaf, {1});
+        const tensor<std::int64_t> first_max = xlite::argmax(leaf, {1});
+        // (-x of the lowest int32 overflows)
+        const tensor<std::int64_t> first_min = std::is_floating_point_v<T> ? xlite::argmax(-leaf, {1}) : first_max;
+        const auto same = [](auto a, auto b) { return a == b || (a != a && b != b); };
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const T* row = x + r * n;
+          // The loops: the first maximum, NaN above all (the first NaN).
+          const auto first_largest = [&](T sign) {
+            std::int64_t at = 0;
+            for (std::int64_t i = 1; i < n; ++i) {
+              const T v = sign * row[i], best = sign * row[at];
+              if (best != best) break;
+              if (v != v || v > best) at = i;
+            }
+            return at;
+          };
+          S sum = 0;
+          for (std::int64_t i = 0; i < n; ++i) sum += static_cast<S>(row[i] + T(1));
+          const std::int64_t at = first_largest(T(1));
+          CHECK(same(sums(r), sum));
+          CHECK(same(maxima(r), row[at]));
+          CHECK(first_max(r) == at);
+          if constexpr (std::is_floating_point_v<T>) CHECK(first_min(r) == first_largest(T(-1)));
+        }
       }
     }
-  }
+  };
+  check.template operator()<float>();
+  check.template operator()<std::int32_t>();
 }
 
 // Run by CTest with XLITE_NUM_THREADS=2, with the cases of the same tag in evaluate.cpp (see

@@ -393,7 +393,7 @@ void check_large_reductions(std::uint64_t seed) {
       {shape{2, 3, 20001}, shape{3, 1}, {false, {2}, false}},
       {shape{40001, 5}, shape{5}, {false, {-1}, true}},     // many short rows
       // Short rows, totalled in groups of a batch's lanes, those after the last whole
-      // group one by one; chains, batches left over and a tail in each row.
+      // group one by one; chains, batches left over and a masked end in each row.
       {shape{60, 93}, shape{93}, {false, {1}, false}},
       {shape{5, 40001}, shape{5, 1}, {false, {0}, false}},  // columns: SIMD across outputs
       {shape{7, 3, 3001}, shape{3, 1}, {false, {2, 0}, false}},

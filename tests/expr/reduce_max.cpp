@@ -62,7 +62,7 @@ TEST_CASE("reduce: NaN, infinities, ties and empty axes in max, min and argmax",
   const tensor<double> scalar(shape{}, 2.5);
   xlite_test::for_each_isa_path([&](xlite::isa) {
     INFO(path_name());
-    // NaN in a SIMD batch or in the tail: max and min propagate it, argmax points at the
+    // NaN in a SIMD batch or in a row's end: max and min propagate it, argmax points at the
     // first NaN (NaN counts as the largest, as in torch.argmax).
     for (const std::int64_t at : {0, 5, 17, 35, 36}) {
       tensor<float> x(shape{37}, 1.0f);
@@ -75,7 +75,7 @@ TEST_CASE("reduce: NaN, infinities, ties and empty axes in max, min and argmax",
       x(36) = nan;
       CHECK(xlite::argmax(x)() == at);
     }
-    // Signed zeros, one of them in a SIMD batch or in the tail: max is +0 and min -0 (IEEE
+    // Signed zeros, one of them in a SIMD batch or in a row's end: max is +0 and min -0 (IEEE
     // 754-2019 orders -0 below +0), whatever the order of the lanes and blocks.
     for (const std::int64_t at : {0, 17, 36}) {
       INFO("the odd zero at " << at);
@@ -123,8 +123,8 @@ TEST_CASE("reduce: bad axes of max, min and argmax are index_errors naming the o
 }
 
 // Where argmax's SIMD loop holds a candidate (which chain, lane, group of four batches, the
-// scalar tail, which block) must not change the answer. For every pair of positions i < j
-// (of a row of 85: on AVX-512 a group of four batches of 16, a batch, a tail; and a few
+// row's masked end, which block) must not change the answer. For every pair of positions i < j
+// (of a row of 85: on AVX-512 a group of four batches of 16, a batch, a masked end; and a few
 // pairs across two blocks): equal maxima give i, a maximum then a NaN j, NaN at both i; in a
 // row, and down columns that SIMD runs across (one batch of 16 and a scalar column). On one
 // thread and on three, so that the two blocks also run on threads of their own, whatever

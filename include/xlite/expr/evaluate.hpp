@@ -565,9 +565,10 @@ struct bound_root {
     return tree.template eval<Arch, L, Contiguous>(j, context);
   }
 
-  // get's batch at j when only its first `count` lanes are in the row (the end of a row
-  // shorter than a batch, or of a reduction's row): nothing past them is read, and the
-  // other lanes hold what the expression makes of zeros.
+  // get's batch at j when only its first `count` lanes are in the row (a reduction's row
+  // end): memory leaves read nothing past them and give zeros in the other lanes, where the
+  // expression computes whatever it makes of them (raising floating-point flags, maybe:
+  // xlite, like xsimd's math, does not keep them), for the caller to set aside.
   template <class Arch, class L, bool Contiguous>
   auto get_first(std::int64_t j, std::size_t count) const {
     first_lanes_context<sharing_context<Arch, L, repeated_t<E>>> context{{shared}, count};

@@ -13,9 +13,9 @@
 // Order of accumulation, fixed so that results are bitwise the same for any thread count:
 // the reduced elements of each output are split into blocks of `reduction_block` elements
 // in row-major order; within a block, SIMD lanes accumulate every lanes-th element in four
-// interleaved batches, the batches left over one to a batch from the first (the last of
-// them holding the block's end in its first lanes), combined pairwise then lane by lane
-// left to right; blocks combine left to right. (The order depends on the batch width, so
+// interleaved batches, each row's batches left over one to a chain from the first (the
+// last of them holding the row's end in its first lanes), combined pairwise then lane by
+// lane left to right; blocks combine left to right. (The order depends on the batch width, so
 // two ISA paths may differ in the last bits of a floating-point sum; each is reproducible.)
 // When the innermost input dimension is kept, each output element instead accumulates its
 // reduced elements one at a time in row-major order, SIMD across outputs. argmax walks the
@@ -633,11 +633,11 @@ static_assert(reduction_block <= exact_positions<float>() && reduction_block <= 
 template <class T, class Arch>
 struct argmax_accumulators {
   using batch = kernels::batch_t<T, Arch>;
-  // Four, as accumulators. Eight on AVX-512 (one thread, floats): argmax(x) of 2^16 4.5 ->
-  // 2.7 us, over 64 rows of 32000 137 -> 95 us, but over 4096 rows of 100 87 -> 97 (six
-  // batches a row, all left over on chain 0), and with a round of four chains before the
-  // batches left over, rows of 16 10% slower. Choosing by the row's length would compile
-  // argmax's row loop twice.
+  // Four, as accumulators. Eight on AVX-512 (one thread, floats, when the batches left over
+  // all went on chain 0): argmax(x) of 2^16 4.5 -> 2.7 us, over 64 rows of 32000 137 -> 95
+  // us, but over 4096 rows of 100 87 -> 97, and with a round of four chains before the
+  // batches left over, rows of 16 10% slower. Not measured since the leftovers are spread
+  // over the chains.
   static constexpr std::size_t chains = 4;
 
   // What the lanes past a row's end hold: never a first maximum, since the positions
