@@ -247,7 +247,7 @@ template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatc
         const auto count = static_cast<std::size_t>(stop - j);
         const auto v = expr.template get_first<Arch, L, Contiguous>(j, count);
         using V = std::decay_t<decltype(v)>;
-        on_batch(acc, chain, xsimd::select(kernels::first_lanes<typename V::value_type, Arch>(count), v,
+        on_batch(acc, chain, xsimd::select(kernels::first_lanes_mask<typename V::value_type, Arch>(count), v,
                                            V(Acc::template padding<typename V::value_type>())),
                  j);
       }

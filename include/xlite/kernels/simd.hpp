@@ -25,6 +25,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "xlite/core/cpu_features.hpp"
+#include "xlite/kernels/intrinsics.hpp"
 
 namespace xlite::kernels {
 
@@ -96,9 +97,10 @@ xsimd::batch<T, Arch> lane_indices() {
   return xsimd::batch<T, Arch>::load_unaligned(indices.data());
 }
 
-// The mask of a batch's first `count` lanes.
+// The mask of a batch's first `count` lanes, as a batch_bool (first_lanes in intrinsics.hpp
+// is AVX-512's 16-bit mask).
 template <class T, class Arch>
-xsimd::batch_bool<T, Arch> first_lanes(std::size_t count) {
+xsimd::batch_bool<T, Arch> first_lanes_mask(std::size_t count) {
   return lane_indices<T, Arch>() < xsimd::batch<T, Arch>(static_cast<T>(count));
 }
 
@@ -113,13 +115,13 @@ Batch load_first(const T* p, std::size_t count) {
       std::is_same_v<T, bool> ? 0 : sizeof(typename Batch::register_type);
 #if XSIMD_WITH_AVX512F
   if constexpr (register_bytes == 64) {
-    const auto lanes_in = static_cast<std::uint32_t>((std::uint64_t{1} << count) - 1);
+    const __mmask16 lanes_in = first_lanes(static_cast<std::int64_t>(count));
     if constexpr (std::is_same_v<T, float>) {
-      return Batch(_mm512_maskz_loadu_ps(static_cast<__mmask16>(lanes_in), p));
+      return Batch(_mm512_maskz_loadu_ps(lanes_in, p));
     } else if constexpr (std::is_same_v<T, double>) {
       return Batch(_mm512_maskz_loadu_pd(static_cast<__mmask8>(lanes_in), p));
     } else if constexpr (sizeof(T) == 4) {
-      return Batch(_mm512_maskz_loadu_epi32(static_cast<__mmask16>(lanes_in), p));
+      return Batch(_mm512_maskz_loadu_epi32(lanes_in, p));
     } else {
       return Batch(_mm512_maskz_loadu_epi64(static_cast<__mmask8>(lanes_in), p));
     }
@@ -129,7 +131,7 @@ Batch load_first(const T* p, std::size_t count) {
   if constexpr (register_bytes == 32) {
     using Arch = typename Batch::arch_type;
     using integer = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
-    const __m256i lanes_in = first_lanes<integer, Arch>(count).data; // all ones in the lanes to load
+    const __m256i lanes_in = first_lanes_mask<integer, Arch>(count).data; // all ones in the lanes to load
     if constexpr (std::is_same_v<T, float>) {
       return Batch(_mm256_maskload_ps(p, lanes_in));
     } else if constexpr (std::is_same_v<T, double>) {
