@@ -326,3 +326,53 @@ TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcas
     CHECK(xlite::argmax(x, {2}) == argmax_2);
   });
 }
+
+// Row reductions step from one output's row to the next along the outputs' fastest
+// dimension, and find the row from the index again only where that dimension wraps:
+// outputs in a 6 x 5 grid that a broadcast leaf keeps from merging into one dimension
+// (the first group of 16 rows crosses three wraps; the 14 rows after it are not a group).
+// And outputs whose reduced positions are two dimensions that do not merge, which
+// walk_rows visits row by row. On one thread, where a task's index carries from group to
+// group, and on three. Integer-valued data: the sums are exact, argmax meets ties.
+TEST_CASE("reduce: row reductions over outputs and reduced axes that do not merge", "[reduce]") {
+  const std::size_t threads = GENERATE(std::size_t{1}, std::size_t{3});
+  xlite::thread_pool pool(threads);
+  xlite::scoped_thread_pool use(pool);
+  const auto value = [](std::int64_t i) { return static_cast<float>((i * 37) % 23 - 11); };
+  const auto fill = [&](tensor<float>& t, std::int64_t seed) {
+    for (std::int64_t i = 0; i < t.size(); ++i) t.data()[i] = value(i * 5 + seed);
+  };
+  tensor<float> x(shape{6, 5, 37}), b(shape{6, 1, 37});
+  fill(x, 0);
+  fill(b, 3);
+  tensor<float> sum_2(shape{6, 5}, 0.0f);
+  tensor<std::int64_t> argmax_2(shape{6, 5}, 0);
+  for (std::int64_t p = 0; p < 6; ++p) {
+    for (std::int64_t q = 0; q < 5; ++q) {
+      for (std::int64_t k = 0; k < 37; ++k) {
+        const float v = x(p, q, k) + b(p, 0, k);
+        sum_2(p, q) += v;
+        if (v > x(p, q, argmax_2(p, q)) + b(p, 0, argmax_2(p, q))) argmax_2(p, q) = k;
+      }
+    }
+  }
+  tensor<float> y(shape{40, 5, 6}), w(shape{1, 5, 1});
+  fill(y, 1);
+  fill(w, 2);
+  tensor<float> sum_12(shape{40}, 0.0f), max_12(shape{40}, -std::numeric_limits<float>::infinity());
+  for (std::int64_t p = 0; p < 40; ++p) {
+    for (std::int64_t q = 0; q < 5; ++q) {
+      for (std::int64_t k = 0; k < 6; ++k) {
+        sum_12(p) += y(p, q, k) + w(0, q, 0);
+        max_12(p) = std::max(max_12(p), y(p, q, k) + w(0, q, 0));
+      }
+    }
+  }
+  xlite_test::for_each_isa_path([&](xlite::isa) {
+    INFO(path_name() << ", " << threads << " threads");
+    CHECK(xlite::sum(x + b, {2}) == sum_2);
+    CHECK(xlite::argmax(x + b, {2}) == argmax_2);
+    CHECK(xlite::sum(y + w, {1, 2}) == sum_12);
+    CHECK(xlite::max(y + w, {1, 2}) == max_12);
+  });
+}

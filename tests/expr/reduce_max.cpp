@@ -8,10 +8,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 using Catch::Matchers::Contains;
@@ -174,6 +177,67 @@ TEST_CASE("reduce: argmax finds the first maximum or NaN at every pair of positi
       }
     }
   });
+}
+
+// Row argmax over short rows finds the winners of a group of rows at once, from a batch of
+// candidates (values and their positions) per row, through a tree across the batches; and
+// the winner of one row by a tree across its lanes. Each must be what a loop over the row
+// finds: values drawn from a few (ties everywhere), with NaN, signed zeros and the lowest
+// value (what the lanes past a row's end hold), at distinct positions in random order.
+TEST_CASE("reduce: a group of argmax candidate batches gives each batch's first maximum", "[reduce][special]") {
+  using arch = xlite::kernels::simd_arch;
+  if constexpr (!std::is_same_v<arch, xlite::kernels::scalar_arch>) {
+    rng g(61);
+    const auto check = [&]<class T>() {
+      using batch = xlite::kernels::batch_t<T, arch>;
+      using candidates = xlite::kernels::argmax_lanes<T, arch>;
+      constexpr std::size_t n = xlite::kernels::lanes<T, arch>;
+      std::vector<T> values = {std::numeric_limits<T>::lowest(), T(-1), T(0), T(2)};
+      if constexpr (std::is_floating_point_v<T>) {
+        values.insert(values.end(), {-std::numeric_limits<T>::infinity(), T(-0.0), std::numeric_limits<T>::quiet_NaN()});
+      }
+      for (int round = 0; round < 300; ++round) {
+        std::array<candidates, n> group;
+        std::array<std::int64_t, n> want;
+        for (std::size_t k = 0; k < n; ++k) {
+          std::vector<std::int64_t> positions(4 * n);
+          std::iota(positions.begin(), positions.end(), std::int64_t{0});
+          std::shuffle(positions.begin(), positions.end(), g);
+          positions.resize(n);
+          alignas(64) std::array<T, n> value_lanes, position_lanes;
+          std::int64_t best = -1;
+          T best_value{};
+          for (std::size_t lane = 0; lane < n; ++lane) {
+            value_lanes[lane] = values[static_cast<std::size_t>(integer(g, 0, std::ssize(values) - 1))];
+            position_lanes[lane] = static_cast<T>(positions[lane]);
+          }
+          for (std::int64_t at = 0; at < 4 * std::int64_t{n}; ++at) { // the loop, in the order of positions
+            const auto lane = std::find(positions.begin(), positions.end(), at) - positions.begin();
+            if (lane == std::ssize(positions)) continue;
+            const T v = value_lanes[static_cast<std::size_t>(lane)];
+            if (best < 0 || v > best_value || (v != v && best_value == best_value)) {
+              best = at;
+              best_value = v;
+            }
+          }
+          group[k] = {batch::load_aligned(value_lanes.data()), batch::load_aligned(position_lanes.data())};
+          want[k] = best;
+          INFO(xlite::dtype_of_v<T> << " on " << arch::name() << ", round " << round << ", batch " << k);
+          CHECK(xlite::kernels::best_in_lanes(group[k]).at == best);
+        }
+        alignas(64) std::array<T, n> got;
+        xlite::kernels::best_positions_of_each(group).store_aligned(got.data());
+        for (std::size_t k = 0; k < n; ++k) {
+          INFO(xlite::dtype_of_v<T> << " on " << arch::name() << ", round " << round << ", batch " << k);
+          CHECK(static_cast<std::int64_t>(got[k]) == want[k]);
+        }
+      }
+    };
+    check.template operator()<float>();
+    check.template operator()<double>();
+    check.template operator()<std::int32_t>();
+    check.template operator()<std::int64_t>();
+  }
 }
 
 // A float lane counts positions exactly only to 2^24: argmax down more rows than that takes

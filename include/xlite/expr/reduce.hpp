@@ -217,9 +217,9 @@ inline void unravel(const loop_nest& plan, std::pair<std::size_t, std::size_t> s
 template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatch>
 [[gnu::flatten]] void visit_row(const B& bound_row, std::int64_t j, std::int64_t stop, Acc& acc, OnBatch on_batch) {
   // A local copy of the expression, as in run_row, which can live in registers. Not of the
-  // accumulator: it is a local of accumulate_block (flattened) that nothing else can
-  // reach, and g++ copied argmax's (over 500 bytes) with memcpy, twice a row (argmax over
-  // 16384 rows of 16 floats took 3x as long).
+  // accumulator: it is a local of accumulate_block or accumulate_rows (flattened) that
+  // nothing else can reach, and g++ copied argmax's (over 500 bytes) with memcpy, twice a
+  // row (argmax over 16384 rows of 16 floats took 3x as long).
   const B expr = bound_row;
   if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
     for (; j < stop; ++j) on_batch(acc, 0, expr.template get<Arch, L, Contiguous>(j), j);
@@ -359,6 +359,55 @@ template <class Acc, class L, class B, std::size_t Leaves, class Finish>
   return finish(acc, begin);
 }
 
+// Calls on_total(acc) for `count` outputs in order from the one at index[outer dims], acc an
+// Acc over the output's reduced positions, and steps index past them. Where those are one
+// row (the innermost dimension), a local copy of the expression, which can live in
+// registers, moves from row to row by an addition per leaf along the outputs' fastest
+// dimension, and start_row reads the index only where that dimension wraps. (With
+// start_row and next_index for every row, as accumulate_block does, each row's loads
+// waited on the index's stores: sum(x, {1}) over 16384 x 16 floats took 1.8x as long,
+// over 4096 x 100 1.7x.) Flattened, as accumulate_block.
+template <class Acc, class L, class B, std::size_t Leaves, class OnTotal>
+[[gnu::flatten]] void accumulate_rows(const B& bound_expr, const reduction_plan<Leaves>& plan,
+                                      std::array<std::int64_t, max_rank>& index, std::int64_t count,
+                                      OnTotal on_total) {
+  B row = bound_expr;
+  const std::size_t inner_dim = plan.loop.rank - 1;
+  if (plan.reduced_dims.first != inner_dim) { // several reduced dimensions: walk_rows visits them
+    for (; count > 0; --count) {
+      accumulate_block<Acc, L>(row, plan, index, 0, plan.reduced, [&](const Acc& acc, std::int64_t) {
+        on_total(acc);
+        return 0;
+      });
+      next_index(plan.loop, plan.outer_dims, index);
+    }
+    return;
+  }
+  const strides_t* const strides = plan.loop.leaf_strides.data();
+  const bool has_outer = plan.outer_dims.first != plan.outer_dims.second; // else one output
+  const std::size_t row_dim = has_outer ? plan.outer_dims.second - 1 : 0;
+  const auto walk = [&]<bool Contiguous>() {
+    while (count > 0) {
+      start_row(row, strides, index.data(), inner_dim);
+      const std::int64_t along = has_outer ? std::min(count, plan.loop.dims[row_dim] - index[row_dim]) : 1;
+      for (std::int64_t k = 0; k < along; ++k) {
+        Acc acc;
+        acc.template add_row<L, Contiguous>(row, 0, plan.reduced, 0);
+        on_total(acc);
+        step_row(row, strides, row_dim);
+      }
+      if (has_outer) index[row_dim] += along - 1;
+      next_index(plan.loop, plan.outer_dims, index);
+      count -= along;
+    }
+  };
+  if (plan.loop.rows_contiguous) {
+    walk.template operator()<true>();
+  } else {
+    walk.template operator()<false>();
+  }
+}
+
 // Calls run(bound_expr, plan, first, last) over tasks [0, count) in chunks of `chunk`. On
 // one thread, or for one task, in place: on the plan where it is, as evaluate_into's serial
 // loop (copying it into a closure first waits on the stores that just made it). Else on the
@@ -396,12 +445,19 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
             bound_expr, plan,
             [partial, blocks, finish](const B& expr, const reduction_plan<Leaves>& layout, std::int64_t first,
                                       std::int64_t last) {
+              std::array<std::int64_t, max_rank> index{};
+              if (blocks == 1) { // a task per output
+                unravel(layout.loop, layout.outer_dims, first, index);
+                part* to = partial + first;
+                accumulate_rows<Acc, L>(expr, layout, index, last - first,
+                                        [&](const Acc& acc) { *to++ = finish(acc, 0); });
+                return;
+              }
               // Divided once, then stepped: four divisions per task were a third of the time
               // of sum(x * x, {1}) over 1024 x 16 floats. One copy of the expression for
               // walk_rows to point at each row, not one per task.
               B walker = expr;
               std::int64_t block = first % blocks;
-              std::array<std::int64_t, max_rank> index{};
               unravel(layout.loop, layout.outer_dims, first / blocks, index);
               for (std::int64_t task = first; task < last; ++task) {
                 const std::int64_t begin = block * reduction_block;
@@ -421,21 +477,18 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
 }
 
 // Totals of the output at index[outer dims] and the group - 1 after it (the innermost
-// dimension reduced, each output one block) into out[0, group): each output's chains as
-// accumulate_block leaves them, then Acc::totals of them all, which combines the lanes of
-// the whole group at once. Flattened, as accumulate_block.
+// dimension reduced, each output one block) into out[0, group): each output's chains
+// merged into one batch (chains_total), then Acc::store_totals of them all, which combines
+// the lanes of the whole group at once. Flattened, as accumulate_block.
 template <class Acc, class L, class B, std::size_t Leaves, class R>
-[[gnu::flatten]] void total_group(B& expr, const reduction_plan<Leaves>& plan,
+[[gnu::flatten]] void total_group(const B& expr, const reduction_plan<Leaves>& plan,
                                   std::array<std::int64_t, max_rank>& index, R* out) {
-  using batch = typename Acc::batch;
-  constexpr std::size_t group = batch::size;
-  std::array<batch, group> chains;
-  for (std::size_t k = 0; k < group; ++k) {
-    chains[k] = accumulate_block<Acc, L>(expr, plan, index, 0, plan.reduced,
-                                         [](const Acc& acc, std::int64_t) { return acc.chains_total(); });
-    next_index(plan.loop, plan.outer_dims, index);
-  }
-  Acc::totals(chains).store_unaligned(out);
+  using chains_total = decltype(std::declval<const Acc&>().chains_total());
+  std::array<chains_total, Acc::batch::size> chains;
+  std::size_t k = 0;
+  accumulate_rows<Acc, L>(expr, plan, index, std::ssize(chains),
+                          [&](const Acc& acc) { chains[k++] = acc.chains_total(plan.reduced); });
+  Acc::store_totals(chains, out);
 }
 
 // Row reductions over rows this long at most take reduce_rows_in_groups. Longer rows gained
@@ -445,27 +498,24 @@ template <class Acc, class L, class B, std::size_t Leaves, class R>
 // order).
 inline constexpr std::int64_t grouped_row_length = 1024;
 
-// reduce_rows for sum, mean, prod, max and min over short rows: the outputs in groups of a
-// batch's lanes (total_group), and those after the last whole group one by one.
+// reduce_rows for every reduction over short rows: the outputs in groups of a batch's
+// lanes (total_group), and those after the last whole group one by one.
 template <class Acc, class L, class B, std::size_t Leaves, class R>
 void reduce_rows_in_groups(const B& bound_expr, const reduction_plan<Leaves>& plan, thread_pool& pool, R* out) {
   constexpr auto group = static_cast<std::int64_t>(Acc::batch::size);
   const std::int64_t groups = (plan.outputs_outer + group - 1) / group;
   run_tasks(pool, groups, tasks_per_chunk(groups, group * plan.reduced, pool.num_threads()), bound_expr, plan,
             [out](const B& expr, const reduction_plan<Leaves>& layout, std::int64_t first, std::int64_t last) {
-              B walker = expr;
               std::array<std::int64_t, max_rank> index{};
               unravel(layout.loop, layout.outer_dims, first * group, index);
               for (std::int64_t p = first * group; p < last * group; p += group) {
                 if (p + group <= layout.outputs_outer) {
-                  total_group<Acc, L>(walker, layout, index, out + p);
+                  total_group<Acc, L>(expr, layout, index, out + p);
                   continue;
                 }
-                for (std::int64_t q = p; q < layout.outputs_outer; ++q) {
-                  out[q] = accumulate_block<Acc, L>(walker, layout, index, 0, layout.reduced,
-                                                    [](const Acc& acc, std::int64_t) { return acc.total(); });
-                  next_index(layout.loop, layout.outer_dims, index);
-                }
+                R* to = out + p;
+                accumulate_rows<Acc, L>(expr, layout, index, layout.outputs_outer - p,
+                                        [&](const Acc& acc) { *to++ = acc.total(); });
               }
             });
 }
@@ -519,14 +569,16 @@ struct accumulators {
                                    });
   }
 
-  // Neighbouring chains combined pairwise, (0 1) (2 3), then the lanes left to right.
-  batch chains_total() const {
+  // Neighbouring chains combined pairwise, (0 1) (2 3), then the lanes left to right. All
+  // four whatever the rows' length: the identity adds nothing, and three adds cost less
+  // than the branches that would skip them.
+  batch chains_total(std::int64_t /*length*/ = 0) const {
     return red::combine(red::combine(lanes[0], lanes[1]), red::combine(lanes[2], lanes[3]));
   }
   R total() const { return kernels::combine_lanes<O, R, Arch>(chains_total()); }
-  // total() of a batch's lanes of outputs at once, from their chains_total().
-  static batch totals(const std::array<batch, kernels::lanes<R, Arch>>& chains) {
-    return kernels::combine_lanes_of_each<O, R, Arch>(chains);
+  // total() of a batch's lanes of outputs at once, from their chains_total(), into out.
+  static void store_totals(const std::array<batch, kernels::lanes<R, Arch>>& chains, R* out) {
+    kernels::combine_lanes_of_each<O, R, Arch>(chains).store_unaligned(out);
   }
 };
 
@@ -672,38 +724,41 @@ struct argmax_accumulators {
         });
   }
 
-  // (xsimd's max and min below are AVX-512 intrinsics once inlined.)
-  XLITE_INTRINSICS_BEGIN
+  // The chains as one batch of candidates, lane l of chain k at at[k] + k * width + l: those
+  // that visit_row reached in rows of `length` (chain k's first batch starts at k * width).
+  // A chain it did not reach could only lose, and each merge is seven mask operations
+  // (merging all four, argmax over 16384 rows of 10 floats took 1.3x as long).
+  kernels::argmax_lanes<T, Arch> chains_total(std::int64_t length = std::numeric_limits<std::int64_t>::max()) const {
+    const auto chain = [&](std::size_t k) {
+      return kernels::argmax_lanes<T, Arch>{
+          best[k], at[k] + kernels::lane_indices<T, Arch>() + batch(static_cast<T>(k * batch::size))};
+    };
+    // Pairwise, (0 1) (2 3), as accumulators. (One after another in a loop, argmax over
+    // 16384 rows of 10 floats took 1.5x as long.)
+    static_assert(chains == 4, "merge the chains below as there are chains");
+    const std::int64_t last_reached = (length - 1) / static_cast<std::int64_t>(batch::size);
+    const auto first = last_reached >= 1 ? better(chain(0), chain(1)) : chain(0);
+    if (last_reached < 2) return first;
+    return better(first, last_reached >= 3 ? better(chain(2), chain(3)) : chain(2));
+  }
 
   // The winner of the block that starts at reduced position block_begin: the largest value
-  // in the chains (or a NaN, if they hold one) at the first position that holds it.
+  // (or a NaN, if there is one) at the first position that holds it.
   kernels::argmax_candidate<T> winner(std::int64_t block_begin) const {
     kernels::argmax_candidate<T> result = scalar_best;
-    if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
-      const auto max = [](const batch& a, const batch& b) { return xsimd::max(a, b); };
-      const auto min = [](const batch& a, const batch& b) { return xsimd::min(a, b); };
-      bool any_nan = false;
-      if constexpr (std::is_floating_point_v<T>) {
-        any_nan = xsimd::any(xsimd::isnan(best[0]) || xsimd::isnan(best[1]) || xsimd::isnan(best[2]) ||
-                             xsimd::isnan(best[3]));
-      }
-      const T value = any_nan ? std::numeric_limits<T>::quiet_NaN()
-                              : kernels::across_lanes(max(max(best[0], best[1]), max(best[2], best[3])), max);
-      const batch none(std::numeric_limits<T>::max());
-      batch first = none;
-      [&]<std::size_t... chain>(std::index_sequence<chain...>) {
-        ((first = min(first, xsimd::select(any_nan ? xsimd::isnan(best[chain]) : best[chain] == batch(value),
-                                           at[chain] + kernels::lane_indices<T, Arch>() +
-                                               batch(static_cast<T>(chain * batch::size)),
-                                           none))),
-         ...);
-      }(std::make_index_sequence<chains>{});
-      result = {value, static_cast<std::int64_t>(kernels::across_lanes(first, min))};
-    }
+    if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) result = kernels::best_in_lanes(chains_total());
     result.at += block_begin;
     return result;
   }
-  XLITE_INTRINSICS_END
+  std::int64_t total() const { return winner(0).at; }
+
+  // total() of a batch's lanes of outputs at once, from their chains_total(), into out.
+  static void store_totals(const std::array<kernels::argmax_lanes<T, Arch>, kernels::lanes<T, Arch>>& chains,
+                           std::int64_t* out) {
+    std::array<T, kernels::lanes<T, Arch>> positions;
+    kernels::best_positions_of_each(chains).store_unaligned(positions.data());
+    for (std::size_t g = 0; g < positions.size(); ++g) out[g] = static_cast<std::int64_t>(positions[g]);
+  }
 };
 
 // The Fold of fold_columns for argmax into a row of positions: each column's first
@@ -765,6 +820,13 @@ tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
   const bool columns = plan.inner_dims.first != plan.inner_dims.second;
   const auto run = [&](auto arch) {
     using Arch = decltype(arch);
+    constexpr auto group = static_cast<std::int64_t>(kernels::lanes<V, Arch>);
+    if constexpr (group > 1) {
+      if (!columns && plan.reduced <= grouped_row_length && plan.outputs_outer >= group) {
+        reduce_rows_in_groups<argmax_accumulators<V, Arch>, L>(bound_expr, plan, pool, out.data());
+        return;
+      }
+    }
     if (!columns) {
       reduce_rows<argmax_accumulators<V, Arch>, L>(
           bound_expr, plan, pool, [](const auto& acc, std::int64_t begin) { return acc.winner(begin); },
