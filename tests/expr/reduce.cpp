@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -107,10 +108,12 @@ TEST_CASE("reduce: bad axes of sum, mean and prod are index_errors naming the op
   CHECK_THROWS_AS(xlite::sum(x, {0, 1, 2, 0, 1, 2, 0, 1, 2}), xlite::index_error); // more axes than any rank
 }
 
-// Row reductions of short rows combine the lanes of a group of outputs' batches at once
-// (transposed); each lane must hold what combine_lanes gives that output alone, in the same
-// order: data over many binades, so a sum in another order gives other bits, with NaN, and
-// rounds of signed zeros alone, and of negatives with one zero, for max and min.
+// Row reductions of short rows combine the lanes of a group of outputs' batches at once;
+// each lane must hold what combine_lanes gives that output alone, and that the tree it
+// documents (lane l with lane l + n/2, ..., the lower first), written here on scalars:
+// data over many binades, so a sum in another order gives other bits, with NaN, NaNs of
+// different payloads (x86 keeps the first operand's), and rounds of signed zeros alone,
+// and of negatives with one zero, for max and min.
 TEST_CASE("reduce: a group of batches' lanes combine as each batch's lanes do alone", "[reduce]") {
   using arch = xlite::kernels::simd_arch;
   rng g(57);
@@ -132,6 +135,13 @@ TEST_CASE("reduce: a group of batches' lanes combine as each batch's lanes do al
             for (T& v : lanes) v = -std::abs(v) - T(1);
             lanes(integer(g, 0, n - 1)) = chance(g, 0.5) ? T(-0.0) : T(0.0);
           }
+          if (round % 5 == 4) { // NaNs told apart by their payloads
+            using bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+            for (std::size_t lane = 0; lane < n; lane += 3) {
+              lanes(static_cast<std::int64_t>(lane)) =
+                  std::bit_cast<T>(std::bit_cast<bits>(std::numeric_limits<T>::quiet_NaN()) | bits(lane + 1));
+            }
+          }
         }
         if constexpr (std::is_same_v<arch, xlite::kernels::scalar_arch>) {
           b = lanes(0);
@@ -147,8 +157,20 @@ TEST_CASE("reduce: a group of batches' lanes combine as each batch's lanes do al
       }
       for (std::size_t k = 0; k < n; ++k) {
         INFO(name(O) << " of " << xlite::dtype_of_v<T> << " on " << arch::name() << ", batch " << k);
-        CHECK(bitwise_equal(tensor<T>(shape{}, each[k]),
-                            tensor<T>(shape{}, xlite::kernels::combine_lanes<O, T, arch>(group[k]))));
+        alignas(64) std::array<T, n> tree;
+        if constexpr (std::is_same_v<arch, xlite::kernels::scalar_arch>) {
+          tree[0] = group[k];
+        } else {
+          group[k].store_aligned(tree.data());
+        }
+        for (std::size_t distance = n / 2; distance > 0; distance /= 2) {
+          for (std::size_t lane = 0; lane < distance; ++lane) {
+            tree[lane] = xlite::kernels::reduction<O>::combine(tree[lane], tree[lane + distance]);
+          }
+        }
+        const T alone = xlite::kernels::combine_lanes<O, T, arch>(group[k]);
+        CHECK(bitwise_equal(tensor<T>(shape{}, each[k]), tensor<T>(shape{}, alone)));
+        CHECK(bitwise_equal(tensor<T>(shape{}, tree[0]), tensor<T>(shape{}, alone)));
       }
     }
   };

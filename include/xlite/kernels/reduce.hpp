@@ -6,7 +6,6 @@
 // these. argmax, which reduces to a position, has its own rule below.
 
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -17,20 +16,6 @@
 #include "xlite/kernels/elementwise.hpp"
 #include "xlite/kernels/intrinsics.hpp"
 #include "xlite/kernels/simd.hpp"
-
-// Two-source shuffles with constant indices on GNU vector types (g++ 12, clang); defined
-// as 0 by hand, transpose_batches goes through memory. Set it, if at all, for the whole
-// program: it changes an inline function's body.
-#ifndef XLITE_HAS_SHUFFLEVECTOR
-#if defined(__has_builtin)
-#if __has_builtin(__builtin_shufflevector)
-#define XLITE_HAS_SHUFFLEVECTOR 1
-#endif
-#endif
-#endif
-#ifndef XLITE_HAS_SHUFFLEVECTOR
-#define XLITE_HAS_SHUFFLEVECTOR 0
-#endif
 
 namespace xlite::kernels {
 
@@ -90,98 +75,7 @@ struct reduction<op::min> {
 template <>
 struct reduction<op::mean> : reduction<op::sum> {};
 
-// A batch's lanes combined left to right: the same order on every run. With GNU vector
-// types the lanes are read from the register with constant indices, which g++ and clang
-// turn into shuffles (bit_cast keeps the lanes in memory order, as a store would): through
-// a stored array, the batch's wide store and the narrow loads after it held up a row
-// reduction of short rows on every output.
-template <op O, class T, class Arch>
-T combine_lanes(const batch_t<T, Arch>& v) {
-  if constexpr (std::is_same_v<Arch, scalar_arch>) {
-    return v;
-  } else {
-    static_assert(std::is_arithmetic_v<T>, "xlite: SIMD reductions are of arithmetic lanes");
-    using register_type = typename batch_t<T, Arch>::register_type;
-#if defined(__GNUC__)
-    using lanes_vector [[gnu::vector_size(sizeof(register_type))]] = T;
-    const auto values = std::bit_cast<lanes_vector>(static_cast<register_type>(v));
-#else
-    alignas(64) std::array<T, lanes<T, Arch>> values;
-    v.store_aligned(values.data());
-#endif
-    return [&]<std::size_t... i>(std::index_sequence<i...>) {
-      T result = values[0];
-      ((result = reduction<O>::combine(result, T(values[i + 1]))), ...);
-      return result;
-    }(std::make_index_sequence<lanes<T, Arch> - 1>{});
-  }
-}
-
-// n batches of n lanes transposed: lane g of batch k of the result is lane k of v[g]. With
-// GNU vector types, log2(n) rounds of interleaving the lower (upper) halves of batches i and
-// i + n/2 into batches 2i (2i + 1), which g++ and clang turn into two-source shuffles.
-template <class T, class Arch>
-std::array<batch_t<T, Arch>, lanes<T, Arch>>
-transpose_batches(const std::array<batch_t<T, Arch>, lanes<T, Arch>>& v) {
-  constexpr std::size_t n = lanes<T, Arch>;
-  if constexpr (n == 1) {
-    return v;
-  } else {
-    using batch = batch_t<T, Arch>;
-    std::array<batch, n> result;
-#if XLITE_HAS_SHUFFLEVECTOR
-    using register_type = typename batch::register_type;
-    using lanes_vector [[gnu::vector_size(sizeof(register_type))]] = T;
-    const auto interleave = []<bool upper, std::size_t... i>(const lanes_vector& a, const lanes_vector& b,
-                                                             std::index_sequence<i...>) {
-      return __builtin_shufflevector(a, b, (i % 2 * n + i / 2 + (upper ? n / 2 : 0))...);
-    };
-    // Arrays of the C kind (a vector type as a template argument loses its attribute),
-    // unrolled, so that they can live in registers.
-    lanes_vector rows[n], before[n];
-#pragma GCC unroll 16
-    for (std::size_t g = 0; g < n; ++g) rows[g] = std::bit_cast<lanes_vector>(static_cast<register_type>(v[g]));
-#pragma GCC unroll 4
-    for (std::size_t round = 1; round < n; round *= 2) {
-#pragma GCC unroll 16
-      for (std::size_t g = 0; g < n; ++g) before[g] = rows[g];
-#pragma GCC unroll 8
-      for (std::size_t i = 0; i < n / 2; ++i) {
-        rows[2 * i] = interleave.template operator()<false>(before[i], before[i + n / 2], std::make_index_sequence<n>{});
-        rows[2 * i + 1] =
-            interleave.template operator()<true>(before[i], before[i + n / 2], std::make_index_sequence<n>{});
-      }
-    }
-#pragma GCC unroll 16
-    for (std::size_t k = 0; k < n; ++k) result[k] = batch(std::bit_cast<register_type>(rows[k]));
-#else
-    alignas(64) std::array<std::array<T, n>, n> rows;
-    for (std::size_t g = 0; g < n; ++g) v[g].store_aligned(rows[g].data());
-    for (std::size_t k = 0; k < n; ++k) {
-      alignas(64) std::array<T, n> column;
-      for (std::size_t g = 0; g < n; ++g) column[g] = rows[g][k];
-      result[k] = batch::load_aligned(column.data());
-    }
-#endif
-    return result;
-  }
-}
-
-// combine_lanes of as many batches as a batch has lanes, at once: lane g of the result is
-// combine_lanes(v[g]), the same value from the same steps in the same order. Transposed,
-// then combined batch by batch: one batch op per lane for them all, where combine_lanes is
-// a chain of lanes - 1 scalar ops for each (most of the time of a row reduction over short
-// rows).
-template <op O, class T, class Arch>
-batch_t<T, Arch> combine_lanes_of_each(const std::array<batch_t<T, Arch>, lanes<T, Arch>>& v) {
-  const auto columns = transpose_batches<T, Arch>(v);
-  batch_t<T, Arch> result = columns[0];
-#pragma GCC unroll 16
-  for (std::size_t k = 1; k < columns.size(); ++k) result = reduction<O>::combine(result, columns[k]);
-  return result;
-}
-
-// The swizzles and compares below are AVX-512 intrinsics once inlined.
+// The swizzles, blends and compares below are AVX-512 intrinsics once inlined.
 XLITE_INTRINSICS_BEGIN
 
 // The swizzle that gives each lane the lane Distance away (its partner in a tree across
@@ -190,6 +84,82 @@ template <std::size_t Distance>
 struct lane_partner {
   static constexpr std::size_t get(std::size_t lane, std::size_t) { return lane ^ Distance; }
 };
+
+// Whether a lane's index has the bit Distance.
+template <std::size_t Distance>
+struct lane_has_bit {
+  static constexpr bool get(std::size_t lane, std::size_t) { return (lane & Distance) != 0; }
+};
+
+// A batch's lanes combined as a tree, the same on every run: lane l with lane l + n/2 for
+// each l below n/2, then those with the ones n/4 on, down to one (the lower lane first in
+// every combine). log2(n) swizzles and combines, where combining left to right was a chain
+// of n - 1; and the tree lets combine_lanes_of_each do without a transpose (one thread,
+// sum over 16384 rows of 10 floats 64 -> 56 us, of 16 63 -> 59).
+template <op O, class T, class Arch, std::size_t Distance = lanes<T, Arch> / 2>
+T combine_lanes(const batch_t<T, Arch>& v) {
+  if constexpr (std::is_same_v<Arch, scalar_arch>) {
+    return v;
+  } else if constexpr (Distance == 0) {
+    return v.get(0);
+  } else {
+    using index = xsimd::batch<xsimd::as_unsigned_integer_t<T>, Arch>;
+    constexpr auto partner = xsimd::make_batch_constant<index, lane_partner<Distance>>();
+    return combine_lanes<O, T, Arch, Distance / 2>(reduction<O>::combine(v, xsimd::swizzle(v, partner)));
+  }
+}
+
+// What combine_lane_halves needs of its batches: a batch to take the lane layout from, a
+// blend under a constant mask, a swizzle by constant indices. (Overloads for a struct of
+// batches go with the struct, where argument-dependent lookup finds them.)
+template <class T, class Arch>
+const xsimd::batch<T, Arch>& lanes_of(const xsimd::batch<T, Arch>& v) {
+  return v;
+}
+template <class Mask, class T, class Arch>
+xsimd::batch<T, Arch> select_lanes(const Mask& mask, const xsimd::batch<T, Arch>& a, const xsimd::batch<T, Arch>& b) {
+  return xsimd::select(mask, a, b);
+}
+template <class T, class Arch, class Indices>
+xsimd::batch<T, Arch> swizzle_lanes(const xsimd::batch<T, Arch>& v, const Indices& indices) {
+  return xsimd::swizzle(v, indices);
+}
+
+// A batch's lanes of batches of lanes (a sum's chains, argmax's candidates) combined at
+// once, the tree of combine_lanes for each: lane g of c[0] ends with c[g]'s combine. At
+// each level, c[i] and c[i + Distance], each holding its batches' partial combines in
+// alternating runs of Distance lanes, become one that keeps c[i]'s runs in the lanes
+// without the bit Distance and c[i + Distance]'s in those with it, each combined with its
+// pair Distance lanes up, the lower first as in combine_lanes: so the same operands in the
+// same order, the same bits, NaN payloads included. lanes - 1 combines, each with two
+// swizzles and two blends, where a transpose took log2(lanes) rounds of two-source
+// shuffles of every batch. C is a batch, or a struct of batches with the overloads below.
+template <std::size_t Distance, class C, std::size_t N, class Combine>
+void combine_lane_halves(std::array<C, N>& c, Combine combine) {
+  if constexpr (Distance > 0) {
+    using batch = std::decay_t<decltype(lanes_of(c[0]))>;
+    using index = xsimd::batch<xsimd::as_unsigned_integer_t<typename batch::value_type>, typename batch::arch_type>;
+    constexpr auto upper = xsimd::make_batch_bool_constant<batch, lane_has_bit<Distance>>();
+    constexpr auto partner = xsimd::make_batch_constant<index, lane_partner<Distance>>();
+#pragma GCC unroll 8
+    for (std::size_t i = 0; i < Distance; ++i) {
+      const C& x = c[i];
+      const C& y = c[i + Distance];
+      c[i] = combine(select_lanes(upper, swizzle_lanes(y, partner), x), select_lanes(upper, y, swizzle_lanes(x, partner)));
+    }
+    combine_lane_halves<Distance / 2>(c, combine);
+  }
+}
+
+// combine_lanes of as many batches as a batch has lanes, at once: lane g of the result is
+// combine_lanes(v[g]), bit for bit.
+template <op O, class T, class Arch>
+batch_t<T, Arch> combine_lanes_of_each(std::array<batch_t<T, Arch>, lanes<T, Arch>> v) {
+  if constexpr (!std::is_same_v<Arch, scalar_arch>) {
+    combine_lane_halves<lanes<T, Arch> / 2>(v, [](const auto& a, const auto& b) { return reduction<O>::combine(a, b); });
+  }
+  return v[0];
+}
 
 // ---- argmax ----------------------------------------------------------------------------------
 // The position of the first maximum, a NaN counting as larger than any number (the first
@@ -266,43 +236,28 @@ argmax_candidate<T> best_in_lanes(const argmax_lanes<T, Arch>& c) {
   }
 }
 
-// Whether a lane's index has the bit `Distance`.
-template <std::size_t Distance>
-struct lane_has_bit {
-  static constexpr bool get(std::size_t lane, std::size_t) { return (lane & Distance) != 0; }
-};
-
-// One level of best_positions_of_each: c[i] and c[i + Distance] into c[i], for i below
-// Distance. Each holds its rows' candidates in alternating runs of Distance lanes; the
-// result keeps c[i]'s runs in the lanes without the bit Distance and c[i + Distance]'s in
-// those with it, each lane the better of a run's lane and the lane Distance from it.
-template <std::size_t Distance, class T, class Arch>
-void merge_candidate_halves(std::array<argmax_lanes<T, Arch>, lanes<T, Arch>>& c) {
-  using batch = batch_t<T, Arch>;
-  using index = xsimd::batch<xsimd::as_unsigned_integer_t<T>, Arch>;
-  constexpr auto upper = xsimd::make_batch_bool_constant<batch, lane_has_bit<Distance>>();
-  constexpr auto partner = xsimd::make_batch_constant<index, lane_partner<Distance>>();
-  // a's lanes where upper is set, b's elsewhere, each moved Distance lanes over.
-  const auto across = [&](const batch& a, const batch& b) { return xsimd::swizzle(xsimd::select(upper, a, b), partner); };
-#pragma GCC unroll 8
-  for (std::size_t i = 0; i < Distance; ++i) {
-    const argmax_lanes<T, Arch>& x = c[i];
-    const argmax_lanes<T, Arch>& y = c[i + Distance];
-    c[i] = better(argmax_lanes<T, Arch>{xsimd::select(upper, y.value, x.value), xsimd::select(upper, y.at, x.at)},
-                  argmax_lanes<T, Arch>{across(x.value, y.value), across(x.at, y.at)});
-  }
-  if constexpr (Distance > 1) merge_candidate_halves<Distance / 2>(c);
+// What combine_lane_halves needs of argmax_lanes: both batches alike.
+template <class T, class Arch>
+const batch_t<T, Arch>& lanes_of(const argmax_lanes<T, Arch>& c) {
+  return c.value;
+}
+template <class Mask, class T, class Arch>
+argmax_lanes<T, Arch> select_lanes(const Mask& mask, const argmax_lanes<T, Arch>& a, const argmax_lanes<T, Arch>& b) {
+  return {xsimd::select(mask, a.value, b.value), xsimd::select(mask, a.at, b.at)};
+}
+template <class T, class Arch, class Indices>
+argmax_lanes<T, Arch> swizzle_lanes(const argmax_lanes<T, Arch>& c, const Indices& indices) {
+  return {xsimd::swizzle(c.value, indices), xsimd::swizzle(c.at, indices)};
 }
 
 // The positions best_in_lanes gives for as many candidate batches as a batch has lanes, at
-// once: lane g of the result is that of c[g]. A tree of merge_candidate_halves, which ends
-// with row g's winner in lane g: lanes - 1 merges and twice as many blends and swizzles
-// for them all, where best_in_lanes is a chain of log2(lanes) merges for each row, and a
-// transpose of values and positions twice the swizzles (with the transposes, argmax over
-// 16384 rows of 10 floats took 1.3x as long).
+// once: lane g of the result is that of c[g]. combine_lane_halves's tree with better,
+// where best_in_lanes is a chain of log2(lanes) merges for each row (and a transpose of
+// values and positions had twice the swizzles: argmax over 16384 rows of 10 floats took
+// 1.3x as long).
 template <class T, class Arch>
 batch_t<T, Arch> best_positions_of_each(std::array<argmax_lanes<T, Arch>, lanes<T, Arch>> c) {
-  merge_candidate_halves<lanes<T, Arch> / 2>(c);
+  combine_lane_halves<lanes<T, Arch> / 2>(c, [](const auto& a, const auto& b) { return better(a, b); });
   return c[0].at;
 }
 
