@@ -240,6 +240,33 @@ TEST_CASE("reduce: a group of argmax candidate batches gives each batch's first 
   }
 }
 
+// Row argmax merges only the chains of four that a row's length reached (chain k's first
+// batch starts at k batches): every length from 1 to four batches and one, with the row's
+// one maximum at its last position, where leaving out a chain the row reached loses it, and
+// rows all of the lowest value (the padding's), where a chain never reached must not win
+// over position 0. 20 rows: a group of a batch's lanes of rows on every path, and rows
+// after it.
+TEST_CASE("reduce: argmax finds a row's maximum in every chain a row of any length reaches", "[reduce][special]") {
+  const auto check = [&]<class T>() {
+    constexpr std::int64_t rows = 20, longest = 4 * 16 + 1;
+    for (std::int64_t length = 1; length <= longest; ++length) {
+      tensor<T> at_end(shape{rows, length}), at_start(shape{rows, length}, std::numeric_limits<T>::lowest());
+      for (std::int64_t i = 0; i < at_end.size(); ++i) at_end.data()[i] = static_cast<T>(i % length % 7);
+      tensor<std::int64_t> ends(shape{rows}, length - 1), starts(shape{rows}, 0);
+      for (std::int64_t r = 0; r < rows; ++r) at_end(r, length - 1) = T(100);
+      xlite_test::for_each_isa_path([&](xlite::isa) {
+        INFO(path_name() << ", " << xlite::dtype_of_v<T> << ", rows of " << length);
+        CHECK(xlite::argmax(at_end, {1}) == ends);
+        CHECK(xlite::argmax(at_start, {1}) == starts);
+      });
+    }
+  };
+  check.template operator()<float>();
+  check.template operator()<double>();
+  check.template operator()<std::int32_t>();
+  check.template operator()<std::int64_t>();
+}
+
 // A float lane counts positions exactly only to 2^24: argmax down more rows than that takes
 // the scalar path, which counts in int64, rather than round a row to a float.
 TEST_CASE("reduce: argmax down more than 2^24 rows of float columns", "[reduce]") {

@@ -384,19 +384,21 @@ template <class Acc, class L, class B, std::size_t Leaves, class OnTotal>
     return;
   }
   const strides_t* const strides = plan.loop.leaf_strides.data();
-  const bool has_outer = plan.outer_dims.first != plan.outer_dims.second; // else one output
-  const std::size_t row_dim = has_outer ? plan.outer_dims.second - 1 : 0;
+  // The outputs' fastest dimension. Without one there is one output, whose step past its
+  // row (along dimension 0, the reduced one) is never used.
+  const bool has_outer = plan.outer_dims.first != plan.outer_dims.second;
+  const std::size_t output_dim = has_outer ? plan.outer_dims.second - 1 : 0;
   const auto walk = [&]<bool Contiguous>() {
     while (count > 0) {
       start_row(row, strides, index.data(), inner_dim);
-      const std::int64_t along = has_outer ? std::min(count, plan.loop.dims[row_dim] - index[row_dim]) : 1;
+      const std::int64_t along = has_outer ? std::min(count, plan.loop.dims[output_dim] - index[output_dim]) : 1;
       for (std::int64_t k = 0; k < along; ++k) {
         Acc acc;
         acc.template add_row<L, Contiguous>(row, 0, plan.reduced, 0);
         on_total(acc);
-        step_row(row, strides, row_dim);
+        step_row(row, strides, output_dim);
       }
-      if (has_outer) index[row_dim] += along - 1;
+      if (has_outer) index[output_dim] += along - 1;
       next_index(plan.loop, plan.outer_dims, index);
       count -= along;
     }
@@ -483,11 +485,12 @@ void reduce_rows(const B& bound_expr, const reduction_plan<Leaves>& plan, thread
 template <class Acc, class L, class B, std::size_t Leaves, class R>
 [[gnu::flatten]] void total_group(const B& expr, const reduction_plan<Leaves>& plan,
                                   std::array<std::int64_t, max_rank>& index, R* out) {
-  using chains_total = decltype(std::declval<const Acc&>().chains_total());
-  std::array<chains_total, Acc::batch::size> chains;
+  using merged = decltype(std::declval<const Acc&>().chains_total());
+  std::array<merged, Acc::batch::size> chains;
+  const std::int64_t row_length = plan.loop.dims[plan.loop.rank - 1];
   std::size_t k = 0;
   accumulate_rows<Acc, L>(expr, plan, index, std::ssize(chains),
-                          [&](const Acc& acc) { chains[k++] = acc.chains_total(plan.reduced); });
+                          [&](const Acc& acc) { chains[k++] = acc.chains_total(row_length); });
   Acc::store_totals(chains, out);
 }
 
@@ -572,7 +575,7 @@ struct accumulators {
   // Neighbouring chains combined pairwise, (0 1) (2 3), then the lanes left to right. All
   // four whatever the rows' length: the identity adds nothing, and three adds cost less
   // than the branches that would skip them.
-  batch chains_total(std::int64_t /*length*/ = 0) const {
+  batch chains_total(std::int64_t /*length*/ = std::numeric_limits<std::int64_t>::max()) const {
     return red::combine(red::combine(lanes[0], lanes[1]), red::combine(lanes[2], lanes[3]));
   }
   R total() const { return kernels::combine_lanes<O, R, Arch>(chains_total()); }
@@ -724,6 +727,9 @@ struct argmax_accumulators {
         });
   }
 
+  // (The merges below are AVX-512 intrinsics once inlined.)
+  XLITE_INTRINSICS_BEGIN
+
   // The chains as one batch of candidates, lane l of chain k at at[k] + k * width + l: those
   // that visit_row reached in rows of `length` (chain k's first batch starts at k * width).
   // A chain it did not reach could only lose, and each merge is seven mask operations
@@ -759,6 +765,7 @@ struct argmax_accumulators {
     kernels::best_positions_of_each(chains).store_unaligned(positions.data());
     for (std::size_t g = 0; g < positions.size(); ++g) out[g] = static_cast<std::int64_t>(positions[g]);
   }
+  XLITE_INTRINSICS_END
 };
 
 // The Fold of fold_columns for argmax into a row of positions: each column's first
@@ -769,7 +776,7 @@ struct fold_argmax {
   std::int64_t* row;
 
   template <class X>
-  struct best_in_lanes {
+  struct column_best {
     X value;
     X at;
   };
@@ -777,13 +784,13 @@ struct fold_argmax {
   template <class X>
   static auto start(const X& v) {
     if constexpr (kernels::is_batch_v<X>) {
-      return best_in_lanes<X>{v, X(V(0))};
+      return column_best<X>{v, X(V(0))};
     } else {
       return kernels::argmax_candidate<V>{v, 0};
     }
   }
   template <class X>
-  static void add(best_in_lanes<X>& acc, std::int64_t q, const X& v) {
+  static void add(column_best<X>& acc, std::int64_t q, const X& v) {
     const auto replace = kernels::argmax_replaces(v, acc.value);
     acc.value = xsimd::select(replace, v, acc.value);
     acc.at = xsimd::select(replace, X(static_cast<V>(q)), acc.at);
@@ -792,7 +799,7 @@ struct fold_argmax {
     if (kernels::argmax_replaces(v, acc.value)) acc = {v, q};
   }
   template <class X>
-  void finish(const best_in_lanes<X>& acc, std::int64_t c) const {
+  void finish(const column_best<X>& acc, std::int64_t c) const {
     std::array<V, X::size> at;
     acc.at.store_unaligned(at.data());
     for (std::size_t lane = 0; lane < X::size; ++lane)

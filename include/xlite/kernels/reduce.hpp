@@ -128,10 +128,12 @@ xsimd::batch<T, Arch> swizzle_lanes(const xsimd::batch<T, Arch>& v, const Indice
 // A batch's lanes of batches of lanes (a sum's chains, argmax's candidates) combined at
 // once, the tree of combine_lanes for each: lane g of c[0] ends with c[g]'s combine. At
 // each level, c[i] and c[i + Distance], each holding its batches' partial combines in
-// alternating runs of Distance lanes, become one that keeps c[i]'s runs in the lanes
-// without the bit Distance and c[i + Distance]'s in those with it, each combined with its
-// pair Distance lanes up, the lower first as in combine_lanes: so the same operands in the
-// same order, the same bits, NaN payloads included. lanes - 1 combines, each with two
+// runs of 2 Distance lanes (at first, one batch's in all of them), become one in runs of
+// Distance lanes: c[i]'s in the lanes without the bit Distance, c[i + Distance]'s in those
+// with it, each lane the combine of a run's lane with the one Distance up, the lower
+// first as in combine_lanes: so the same operands, the
+// same bits (but for which of two NaNs' payloads a sum keeps: the compiler may swap an
+// addition's operands, and x86 keeps the first's). lanes - 1 combines, each with two
 // swizzles and two blends, where a transpose took log2(lanes) rounds of two-source
 // shuffles of every batch. C is a batch, or a struct of batches with the overloads below.
 template <std::size_t Distance, class C, std::size_t N, class Combine>
