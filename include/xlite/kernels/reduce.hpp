@@ -131,11 +131,11 @@ xsimd::batch<T, Arch> swizzle_lanes(const xsimd::batch<T, Arch>& v, const Indice
 // runs of 2 Distance lanes (at first, one batch's in all of them), become one in runs of
 // Distance lanes: c[i]'s in the lanes without the bit Distance, c[i + Distance]'s in those
 // with it, each lane the combine of a run's lane with the one Distance up, the lower
-// first as in combine_lanes: so the same operands, the
-// same bits (but for which of two NaNs' payloads a sum keeps: the compiler may swap an
-// addition's operands, and x86 keeps the first's). lanes - 1 combines, each with two
-// swizzles and two blends, where a transpose took log2(lanes) rounds of two-source
-// shuffles of every batch. C is a batch, or a struct of batches with the overloads below.
+// first as in combine_lanes: so the same operands, the same bits (but for which of two
+// NaNs' payloads a sum keeps: the compiler may swap an addition's operands, and x86 keeps
+// the first's). lanes - 1 combines, each with two swizzles and two blends, where a
+// transpose took log2(lanes) rounds of two-source shuffles of every batch. C is a batch,
+// or a struct of batches with overloads as those above.
 template <std::size_t Distance, class C, std::size_t N, class Combine>
 void combine_lane_halves(std::array<C, N>& c, Combine combine) {
   if constexpr (Distance > 0) {
@@ -154,7 +154,7 @@ void combine_lane_halves(std::array<C, N>& c, Combine combine) {
 }
 
 // combine_lanes of as many batches as a batch has lanes, at once: lane g of the result is
-// combine_lanes(v[g]), bit for bit.
+// combine_lanes(v[g]), bit for bit (NaN payloads aside).
 template <op O, class T, class Arch>
 batch_t<T, Arch> combine_lanes_of_each(std::array<batch_t<T, Arch>, lanes<T, Arch>> v) {
   if constexpr (!std::is_same_v<Arch, scalar_arch>) {

@@ -8,9 +8,9 @@
 // fused into the reduction or read from memory: the reduced elements of one output are
 // walked in row-major order as contiguous runs (along the innermost axis when it is
 // reduced, else runs of one element), cut into pieces of at most chunk_elements; each
-// piece is reduced in SIMD lanes (four batch accumulators, lanes combined in order) and
-// the pieces of a block of about `block_elements` combined in order; each block is reduced
-// on its own and the blocks combined in order.
+// piece is reduced in SIMD lanes (four batch accumulators, lanes combined in the fixed
+// tree of combine_lanes) and the pieces of a block of about `block_elements` combined in
+// order; each block is reduced on its own and the blocks combined in order.
 //
 // A fused operand (passes/fusion.hpp: element-wise ops feeding a reduction over the
 // innermost axis) is computed piece by piece in registers and never written to memory.
