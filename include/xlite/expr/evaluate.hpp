@@ -727,7 +727,8 @@ void step_row(B& expr, const strides_t* leaf_strides, std::size_t dim) {
 // Walks the flat range [begin, end) of dimensions [first, rank) of the plan, with
 // index[0, first) fixed by the caller: for each run along the innermost dimension, points
 // the expression at the row and calls run(j_begin, j_end, offset), where offset is the
-// run's first position relative to `begin`.
+// run's first position relative to `begin`. run must leave the expression's rows where it
+// found them.
 template <class B, std::size_t Leaves, class F>
 void walk_rows(B& expr, const loop_plan<Leaves>& plan, std::array<std::int64_t, max_rank>& index, std::size_t first,
                std::int64_t begin, std::int64_t end, F&& run) {
@@ -743,15 +744,24 @@ void walk_rows(B& expr, const loop_plan<Leaves>& plan, std::array<std::int64_t, 
     index[d] = rest % plan.dims[d];
     rest /= plan.dims[d];
   }
+  // Rows follow each other along row_dim: the next is one step along it (an addition per
+  // leaf), and only where row_dim wraps is the row found from the index again.
+  const std::size_t row_dim = inner_dim - 1;
   std::int64_t position = begin;
   std::int64_t j = begin % inner;
+  start_row(expr, plan.leaf_strides.data(), index.data(), inner_dim);
   while (position < end) {
     const std::int64_t stop = std::min(inner, j + (end - position));
-    start_row(expr, plan.leaf_strides.data(), index.data(), inner_dim);
     run(j, stop, position - begin);
     position += stop - j;
     j = 0;
-    next_index(plan, {first, inner_dim}, index); // the next row
+    if (++index[row_dim] < plan.dims[row_dim]) {
+      step_row(expr, plan.leaf_strides.data(), row_dim);
+    } else {
+      index[row_dim] = 0;
+      next_index(plan, {first, row_dim}, index);
+      if (position < end) start_row(expr, plan.leaf_strides.data(), index.data(), inner_dim);
+    }
   }
 }
 
