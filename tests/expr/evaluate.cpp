@@ -139,11 +139,10 @@ TEST_CASE("evaluate: rows that end at an unreadable page evaluate as a loop does
           x_memory.data()[i] = static_cast<T>(integer(g, -9, 9));
           tiled.data()[i] = b_memory.data()[i % n];
         }
-        // Leaves over that memory, each holding its shape (shape_ref::to, which points at
-        // one, makes g++ 12 -O2 see an uninitialised shape where the union is never read).
-        const xlite::expr::tensor_ref<T> x{x_memory.data(), xlite::expr::shape_ref(shape{rows, n})};
-        const xlite::expr::tensor_ref<T> b{b_memory.data(), xlite::expr::shape_ref(shape{n})};
-        const xlite::expr::tensor_ref<T> c{c_memory.data(), xlite::expr::shape_ref(shape{rows, 1})};
+        const shape x_shape{rows, n}, b_shape{n}, c_shape{rows, 1}; // (shape_ref points at them)
+        const xlite::expr::tensor_ref<T> x{x_memory.data(), xlite::expr::shape_ref::to(x_shape)};
+        const xlite::expr::tensor_ref<T> b{b_memory.data(), xlite::expr::shape_ref::to(b_shape)};
+        const xlite::expr::tensor_ref<T> c{c_memory.data(), xlite::expr::shape_ref::to(c_shape)};
         xlite::expr::evaluate_into(x + b, out_memory.data()); // what assigning does, into memory of our own
         xlite::expr::evaluate_into(x > b, above_memory.data());
         bool sums_right = true, compares_right = true;
