@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+
 using Catch::Matchers::Contains;
 using xlite::op;
 using xlite::shape;
@@ -176,6 +177,7 @@ TEST_CASE("reduce: a group of batches' lanes combine as each batch's lanes do al
   every_op.template operator()<std::int32_t>();
   every_op.template operator()<std::int64_t>();
 }
+
 
 TEST_CASE("reduce: load_first reads a row's end under a mask and nothing past it", "[reduce]") {
   using arch = xlite::kernels::simd_arch;

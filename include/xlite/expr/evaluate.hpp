@@ -568,7 +568,7 @@ struct bound_root {
   }
 
   // get's batch at j when only its first `count` lanes are in the row (a row's end): memory
-  // leaves read nothing past them (and give zeros in the other lanes), where the
+  // leaves read nothing past them and give zeros in the other lanes, where the
   // expression computes whatever it makes of them (raising floating-point flags, maybe:
   // xlite, like xsimd's math, does not keep them), for the caller to set aside.
   template <class Arch, class L, bool Contiguous>

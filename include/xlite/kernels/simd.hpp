@@ -172,7 +172,6 @@ void store_first(T* p, const Batch& v, std::size_t count) {
     } else if constexpr (sizeof(T) == 4) {
       _mm512_mask_storeu_epi32(p, lanes_out, v);
     } else {
-      static_assert(sizeof(T) == 8, "store_first: lanes of 4 or 8 bytes");
       _mm512_mask_storeu_epi64(p, static_cast<__mmask8>(lanes_out), v);
     }
     return;
@@ -190,7 +189,6 @@ void store_first(T* p, const Batch& v, std::size_t count) {
     } else if constexpr (sizeof(T) == 4) {
       _mm256_maskstore_epi32(reinterpret_cast<int*>(p), lanes_out, v);
     } else {
-      static_assert(sizeof(T) == 8, "store_first: lanes of 4 or 8 bytes");
       _mm256_maskstore_epi64(reinterpret_cast<long long*>(p), lanes_out, v);
     }
     return;
