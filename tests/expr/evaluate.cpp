@@ -6,17 +6,13 @@
 // Most checks here are bitwise: the expressions use ops that IEEE rounds once each, so the
 // naive loop, written in the element type, must give the same bits.
 
-#include "page_end.hpp"
 #include "reference.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -110,57 +106,6 @@ TEST_CASE("evaluate: fused loops over broadcast layouts of rank 0 to 5 match the
           "[evaluate][broadcast]") {
   check_fused_layouts<float>(11);
   check_fused_layouts<double>(12);
-}
-
-// A row's end, fewer elements than a batch, is one batch loaded and stored under a mask:
-// rows of every length 1..40 (shorter than a batch, a batch and a part, several) of x + b
-// with b broadcast along the rows, x > b into bools, and sigmoid(x * 2 + b), with x, b and
-// the output each ending where an unreadable page begins (a full load or store there
-// faults), one row and 19; float, double and int32. Against loops, exactly, for + and >;
-// sigmoid against the same expression over a b tiled to x's shape (one flat run, no row
-// ends but the last), bitwise: an element's bits do not depend on where its batch starts.
-TEST_CASE("evaluate: rows that end at an unreadable page evaluate as a loop does", "[evaluate][broadcast]") {
-  rng g(59);
-  const auto check = [&]<class T>() {
-    for (const std::int64_t rows : {std::int64_t{1}, std::int64_t{19}}) {
-      for (std::int64_t n = 1; n <= 40; ++n) {
-        INFO(path_name() << ", " << rows << " rows of " << n << " " << xlite::dtype_of_v<T>);
-        const auto size = static_cast<std::size_t>(rows * n);
-        const at_page_end<T> x_memory(size), b_memory(static_cast<std::size_t>(n)), out_memory(size);
-        const at_page_end<bool> above_memory(size);
-        tensor<T> tiled(shape{rows, n});
-        for (std::int64_t i = 0; i < n; ++i) b_memory.data()[i] = static_cast<T>(integer(g, -9, 9));
-        for (std::int64_t i = 0; i < rows * n; ++i) {
-          x_memory.data()[i] = static_cast<T>(integer(g, -9, 9));
-          tiled.data()[i] = b_memory.data()[i % n];
-        }
-        const shape x_shape{rows, n}, b_shape{n}; // (shape_ref points at them)
-        const xlite::expr::tensor_ref<T> x{x_memory.data(), xlite::expr::shape_ref::to(x_shape)};
-        const xlite::expr::tensor_ref<T> b{b_memory.data(), xlite::expr::shape_ref::to(b_shape)};
-        xlite::expr::evaluate_into(x + b, out_memory.data()); // what assigning does, into memory of our own
-        xlite::expr::evaluate_into(x > b, above_memory.data());
-        bool sums_right = true, compares_right = true;
-        for (std::int64_t i = 0; i < rows * n; ++i) {
-          sums_right = sums_right && out_memory.data()[i] == x_memory.data()[i] + b_memory.data()[i % n];
-          compares_right = compares_right && above_memory.data()[i] == (x_memory.data()[i] > b_memory.data()[i % n]);
-        }
-        CHECK(sums_right);
-        CHECK(compares_right);
-        if constexpr (std::is_floating_point_v<T>) {
-          xlite::expr::evaluate_into(xlite::sigmoid(x * T(2) + b), out_memory.data());
-          const tensor<T> flat = xlite::sigmoid(x * T(2) + tiled);
-          const auto bits = [](T v) { return std::bit_cast<std::array<char, sizeof(T)>>(v); };
-          CHECK(std::equal(flat.begin(), flat.end(), out_memory.data(),
-                           [&](T want, T got) { return bits(want) == bits(got); }));
-        }
-      }
-    }
-  };
-  xlite_test::for_each_isa_path([&](xlite::isa) {
-    check.template operator()<float>();
-    check.template operator()<double>();
-    check.template operator()<std::int32_t>();
-  });
 }
 
 TEST_CASE("evaluate: threads claim one run of tasks each on short loops, runs of at most 2^16 elements on long ones",
