@@ -1,7 +1,7 @@
 #pragma once
 
 // The accuracy table of the floating-point element-wise ops: for each op, the largest error
-// allowed on every path (the program's SIMD arch, its scalar tails, and the scalar path),
+// allowed on every path (the program's SIMD arch and the scalar path),
 // in ULPs of the result type, against the long double reference of elementwise_check.hpp;
 // and the domain the operands are drawn from. 0 ULP means correctly rounded. Every domain
 // also mixes in 3 % special values (NaN, +-Inf, +-0) unless it says otherwise; results for

@@ -3,7 +3,7 @@
 // their row in accuracy.hpp, which the other tests check on sampled domains only.
 //
 // Each float goes through `y = xlite::exp(x)` on this program's SIMD path, in blocks that
-// are a whole number of batches, so no element takes the scalar tail. The reference is the
+// are a whole number of batches, so none is masked. The reference is the
 // C library's double exp and tanh rounded to float: their error, under a double ULP, moves
 // the rounded reference only where the exact value lies within it of a float midpoint.
 // Where the rounded result is plain (0, 1, inf; x, +-1), the reference is that value

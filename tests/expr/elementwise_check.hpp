@@ -214,9 +214,9 @@ std::uint64_t compare_with_reference(op o, const std::vector<tensor<T>>& in, con
 // Runs `evaluate(inputs)` (which builds the expression under test and evaluates it) on
 // every shape case for the op's arity, on every ISA path, and compares with the reference.
 //
-// The scalar form of the op is checked on every path too: each row whose length is not a
-// multiple of the batch width ends in a scalar tail, and most shape cases have such rows. In
-// the AVX2 and AVX-512 programs the ISA cap also runs the whole loop on the scalar path.
+// Each row whose length is not a multiple of the batch width ends in a masked batch, and
+// most shape cases have such rows. The scalar form of the op runs on the scalar path, which
+// the ISA cap selects in every program.
 template <class R, class T, class Evaluate>
 std::vector<path_result> check_op(op o, std::size_t arity, const std::array<domain, 3>& domains, std::uint64_t bound,
                                   bool signed_zero, std::uint64_t seed, Evaluate&& evaluate) {

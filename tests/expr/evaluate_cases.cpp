@@ -97,10 +97,10 @@ TEST_CASE("evaluate: an op's value is rounded before the op that uses it", "[eva
   // gelu ends in a product, and exp in one on paths without AVX-512's vscalefps: inlined
   // into the loop, g++ would fuse that product with the addition or the reduction that
   // uses it on FMA targets. The fused results must equal those of the op evaluated alone.
-  // x reaches below -87, where exp is subnormal. 3 x 37 has scalar tails on every path;
-  // the sums take rows of 48, whole batches on every path, because a reduction's batches
-  // start at each row and an element-wise loop's at the first element, and a batch and the
-  // scalar tail compute tanh, sin... differently.
+  // x reaches below -87, where exp is subnormal. 3 x 37 ends in a masked batch on every
+  // path; the sums take rows of 48, whole batches on every path, because a reduction's
+  // batches start at each row and an element-wise loop's at the first element, and sin's
+  // range reduction is chosen for a whole batch.
   rng g(31);
   const tensor<float> x = random_tensor<float>(g, shape{3, 37}, -100, 10);
   const tensor<float> y = random_tensor<float>(g, shape{3, 37}, -2, 2);

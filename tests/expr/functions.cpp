@@ -84,7 +84,7 @@ TEST_CASE("functions: special values of + - * / neg abs sqrt (NaN, Inf, signed z
   run(double{});
 }
 
-// torch.abs clears the sign: the scalar tail must agree with the SIMD batches, whose
+// torch.abs clears the sign: the scalar path must agree with the SIMD batches, whose
 // xsimd::abs does.
 TEST_CASE("functions: abs(-0.0) is +0.0 in every element, on every path", "[functions][special]") {
   check_special_values<op::abs, float>({{{-0.0}, 0.0}});

@@ -17,7 +17,7 @@ using namespace xlite_test;
 
 namespace {
 
-// Ranges in which the op cannot overflow (signed overflow is undefined in the scalar tail).
+// Ranges in which the op cannot overflow (signed overflow is undefined on the scalar path).
 struct integer_ranges {
   domain add, mul, fma_factor, fma_term, any;
 };

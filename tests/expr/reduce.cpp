@@ -12,6 +12,7 @@
 // partial result is exact, so the tests there demand the exact value: an element missed or
 // counted twice cannot hide inside a bound.
 
+#include "page_end.hpp"
 #include "reduce_check.hpp"
 
 #include <catch2/catch.hpp>
@@ -27,9 +28,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 using Catch::Matchers::Contains;
 using xlite::op;
@@ -178,35 +176,6 @@ TEST_CASE("reduce: a group of batches' lanes combine as each batch's lanes do al
   every_op.template operator()<std::int32_t>();
   every_op.template operator()<std::int64_t>();
 }
-
-namespace {
-
-// `count` elements of T that end where an unreadable page begins: a load past them faults.
-template <class T>
-class at_page_end {
-public:
-  explicit at_page_end(std::size_t count)
-      : page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
-        bytes_((count * sizeof(T) + page_ - 1) / page_ * page_ + page_) {
-    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(base != MAP_FAILED);
-    base_ = static_cast<char*>(base);
-    REQUIRE(mprotect(base_ + bytes_ - page_, page_, PROT_NONE) == 0);
-    data_ = reinterpret_cast<T*>(base_ + bytes_ - page_) - count;
-  }
-  at_page_end(const at_page_end&) = delete;
-  at_page_end& operator=(const at_page_end&) = delete;
-  ~at_page_end() { munmap(base_, bytes_); }
-  T* data() const { return data_; }
-
-private:
-  std::size_t page_;
-  std::size_t bytes_;
-  char* base_ = nullptr;
-  T* data_ = nullptr;
-};
-
-} // namespace
 
 TEST_CASE("reduce: load_first reads a row's end under a mask and nothing past it", "[reduce]") {
   using arch = xlite::kernels::simd_arch;

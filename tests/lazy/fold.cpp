@@ -102,17 +102,13 @@ std::size_t check_op(op o, dtype t) {
   const auto tuples = tuples_of(arity, values_of(t));
   // where's condition is a bool; its data operands are of dtype t.
   const auto operand_type = [&](std::size_t k) { return o == op::where && k == 0 ? dtype::boolean : t; };
-  // The columns are padded to whole SIMD batches: the kernels' scalar tails compute exp,
-  // log, sin, pow, ... with the C library, their batches with xsimd, and a folded constant
-  // is the value of the path the kernel takes for full batches.
-  const std::size_t padded = (tuples.size() + 63) / 64 * 64;
+  // A kernel computes every element on SIMD batches, a column's end in one padded batch, so
+  // a folded constant equals the kernel's value wherever it sits (the columns' lengths are
+  // not whole batches).
   std::vector<lazy::tensor> parameters;
   for (std::size_t k = 0; k < arity; ++k) {
     std::vector<double> column;
-    for (std::size_t i = 0; i < padded; ++i) {
-      const double v = tuples[std::min(i, tuples.size() - 1)][k];
-      column.push_back(o == op::where && k == 0 ? v != 0 : v);
-    }
+    for (const auto& tuple : tuples) column.push_back(o == op::where && k == 0 ? tuple[k] != 0 : tuple[k]);
     parameters.push_back(parameter_of(column, operand_type(k)));
   }
   std::optional<lazy::tensor> computed;

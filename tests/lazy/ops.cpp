@@ -97,6 +97,23 @@ TEST_CASE("unary element-wise ops equal the static layer bitwise", "[lazy][ops]"
   });
 }
 
+// sin's range reduction is chosen for a whole batch (xsimd), so the lanes past a tensor's
+// end decide bits of the lanes before it: both layers must compute that padding alike. Here
+// the padding's 1e6 / (1 + 0) takes the last batch to the exact reduction, which gives
+// other bits than the values' own (5 to 50) for a few percent of them; a kernel that left
+// its padding at zero, or computed it otherwise, fails this for some length.
+TEST_CASE("a tensor's last batch computes its padding as the static layer's does", "[lazy][ops]") {
+  on_every_path([] {
+    for (std::int64_t n = 1; n <= 64; ++n) {
+      const auto host = random_tensor<float>(shape{n}, 1, 3);
+      const auto x = lazy::tensor::from(host);
+      INFO(n << " elements");
+      CHECK(same_bits(lazy::sin(1e6f / (x * x * 2e4f + 1.0f)).to_host<float>(),
+                      xlite::tensor<float>(xlite::sin(1e6f / (host * host * 2e4f + 1.0f)))));
+    }
+  });
+}
+
 TEST_CASE("binary and ternary ops broadcast as the static layer does", "[lazy][ops]") {
   on_every_path([] {
     for (int trial = 0; trial < 8; ++trial) {
@@ -117,13 +134,10 @@ TEST_CASE("binary and ternary ops broadcast as the static layer does", "[lazy][o
       CHECK(same_bits((la >= lb && !(la == lc)).to_host<bool>(),
                       xlite::tensor<bool>(xlite::logical_and(a >= b, xlite::logical_not(xlite::equal(a, c))))));
       CHECK(same_bits((la * 2.5f - 1.0f).to_host<float>(), xlite::tensor<float>(a * 2.5f - 1.0f)));
-      // pow's SIMD and scalar forms differ in the last bits, and the two layers take the
-      // scalar tail at different elements (the static one per row): compare in ULPs.
-      const auto powers = lazy::pow(lc, lb).to_host<float>();
-      const xlite::tensor<float> static_powers = xlite::pow(c, b);
-      for (std::int64_t k = 0; k < powers.size(); ++k) {
-        CHECK(powers.data()[k] == Approx(static_powers.data()[k]).epsilon(4e-7));
-      }
+      // pow's SIMD and scalar forms differ in the last bits, but both layers compute every
+      // element on batches (the static one ends each row in a masked one, the lazy one each
+      // chunk in a padded one), and pow computes each lane alone.
+      CHECK(same_bits(lazy::pow(lc, lb).to_host<float>(), xlite::tensor<float>(xlite::pow(c, b))));
     }
   });
 }

@@ -1,8 +1,9 @@
 #pragma once
 
 // An element-wise kernel's register program as C++ source, which runtime/native_kernels.hpp
-// compiles to a native kernel: one loop over the kernel's elements, in SIMD batches and
-// then a scalar tail, that keeps every value of a batch in a machine register, where the
+// compiles to a native kernel: one loop over the kernel's elements in SIMD batches, the
+// range's end in one more (loaded and stored under a mask), that keeps every value of a
+// batch in a machine register, where the
 // interpreter (runtime/elementwise.hpp) runs each step as a loop of its own over a chunk
 // held in memory.
 //
@@ -12,7 +13,9 @@
 // compiler from fusing one step's product into the next step's sum, which the interpreter's
 // separate loops never do. The invariant steps (constants, single-value inputs, ops of
 // those) are computed once, in batches; the interpreter computes them in a range's first
-// chunk, so when a range is shorter than a chunk the tail's come from the scalar functors.
+// chunk, in batches too. The end batch's lanes past the range hold what the interpreter's
+// padding does (runtime/elementwise.hpp): zeros from memory inputs, and what the steps make
+// of them.
 //
 // Which kernels: element-wise, every value of one dtype whose compute type is itself and
 // SIMD (f32, f64, i32, i64), inputs of the kernel's size or single values, steps that are
@@ -116,7 +119,7 @@ inline std::optional<std::string> native_source(const ir::graph& g, const kernel
     std::string value;
     if (step.what == register_step::kind::load) {
       const std::string input = "in[" + std::to_string(step.input) + "]";
-      value = step.invariant ? "V(" + input + "[0])" : "load<V>(" + input + " + i)";
+      value = step.invariant ? "V(" + input + "[0])" : "load<V>(" + input + " + i, count)";
     } else if (step.code == op::constant) {
       value =
           "V(" +
@@ -138,7 +141,8 @@ inline std::optional<std::string> native_source(const ir::graph& g, const kernel
   }
   for (std::size_t r = 0; r < k.result_registers.size(); ++r) {
     const std::string out = "out[" + std::to_string(r) + "] + i";
-    body += "  store(" + out + ", " + value_of[k.result_registers[r]] + ", stream[" + std::to_string(r) + "]);\n";
+    body +=
+        "  store(" + out + ", " + value_of[k.result_registers[r]] + ", stream[" + std::to_string(r) + "], count);\n";
   }
 
   const std::string inputs = std::to_string(k.group.inputs.size());
@@ -155,10 +159,17 @@ inline std::optional<std::string> native_source(const ir::graph& g, const kernel
          "  auto value = xlite::kernels::elementwise<O>{}(operands...);\n"
          "  xlite::kernels::detail::round_separately(value);\n"
          "  return value;\n}\n\n"
-         "template <class V>\n[[gnu::always_inline]] inline V load(const T* p) {\n"
-         "  if constexpr (std::is_same_v<V, T>) return *p; else return V::load_unaligned(p);\n}\n\n"
-         "template <class V>\n[[gnu::always_inline]] inline void store(T* p, const V& v, bool streaming) {\n"
+         "// count: the lanes in the range, fewer than a batch only at its end.\n"
+         "template <class V>\n[[gnu::always_inline]] inline V load(const T* p, std::int64_t count) {\n"
+         "  if constexpr (std::is_same_v<V, T>) {\n    return *p;\n"
+         "  } else if (count < static_cast<std::int64_t>(V::size)) {\n"
+         "    return xlite::kernels::load_first<V>(p, static_cast<std::size_t>(count));\n"
+         "  } else {\n    return V::load_unaligned(p);\n  }\n}\n\n"
+         "template <class V>\n"
+         "[[gnu::always_inline]] inline void store(T* p, const V& v, bool streaming, std::int64_t count) {\n"
          "  if constexpr (std::is_same_v<V, T>) {\n    *p = v;\n"
+         "  } else if (count < static_cast<std::int64_t>(V::size)) {\n"
+         "    xlite::kernels::store_first(p, v, static_cast<std::size_t>(count));\n"
          "  } else if (streaming) {\n    xlite::kernels::store_streaming(p, v);\n"
          "  } else {\n    v.store_unaligned(p);\n  }\n}\n\n"
          "template <class V>\nstruct invariants {\n" +
@@ -171,12 +182,10 @@ inline std::optional<std::string> native_source(const ir::graph& g, const kernel
          "template <class V>\n"
          "[[gnu::always_inline]] inline void compute([[maybe_unused]] const T* const* in, T* const* out, std::int64_t "
          "i,\n"
-         "                                           [[maybe_unused]] const invariants<V>& inv, const bool* stream) "
-         "{\n" +
+         "                                           [[maybe_unused]] const invariants<V>& inv, const bool* stream,\n"
+         "                                           std::int64_t count) {\n" +
          body +
          "}\n\n"
-         "template <class V>\nT first_lane(const V& v) {\n"
-         "  alignas(64) T lanes[V::size];\n  v.store_aligned(lanes);\n  return lanes[0];\n}\n\n"
          "} // namespace\n\n"
          "extern \"C\" const char* " +
          native_tag_symbol +
@@ -201,7 +210,6 @@ inline std::optional<std::string> native_source(const ir::graph& g, const kernel
          "    out[r] = static_cast<T*>(outputs[r]);\n    stream[r] = false;\n  }\n"
          "  std::int64_t i = begin;\n"
          "  using arch = xlite::kernels::simd_arch;\n"
-         "  [[maybe_unused]] invariants<T> scalar_inv;\n"
          "  if constexpr (!std::is_same_v<arch, xlite::kernels::scalar_arch>) {\n"
          "    if (simd) {\n"
          "      using V = xlite::kernels::batch_t<T, arch>;\n"
@@ -212,28 +220,14 @@ inline std::optional<std::string> native_source(const ir::graph& g, const kernel
          "        stream[r] = streaming && reinterpret_cast<std::uintptr_t>(out[r] + begin) % sizeof(V) == 0;\n      "
          "}\n"
          "      const invariants<V> inv = compute_invariants<V>(in);\n"
-         "      for (; i + width <= end; i += width) compute<V>(in, out, i, inv, stream);\n"
-         "      if (i < end && end - begin >= " +
-         std::to_string(program_chunk_elements) + ") {\n" +
-         [&] {
-           std::string copy;
-           for (std::size_t s = 0; s < k.program.size(); ++s) {
-             if (!k.program[s].invariant) continue;
-             const std::string v = "v" + std::to_string(s);
-             copy += "        scalar_inv." + v + " = first_lane(inv." + v + ");\n";
-           }
-           return copy;
-         }() +
-         "        for (; i < end; ++i) compute<T>(in, out, i, scalar_inv, stream);\n"
-         "      }\n"
-         "      for (int r = 0; r < " +
-         outputs +
-         "; ++r) stream[r] = false;\n"
+         "      for (; i + width <= end; i += width) compute<V>(in, out, i, inv, stream, width);\n"
+         "      // The range's end in one batch, its inputs padded with zeros, as the interpreter's.\n"
+         "      if (i < end) compute<V>(in, out, i, inv, stream, end - i);\n"
+         "      return;\n"
          "    }\n  }\n"
-         "  if (i < end) {\n"
-         "    scalar_inv = compute_invariants<T>(in);\n"
-         "    for (; i < end; ++i) compute<T>(in, out, i, scalar_inv, stream);\n"
-         "  }\n}\n";
+         "  const invariants<T> inv = compute_invariants<T>(in);\n"
+         "  for (; i < end; ++i) compute<T>(in, out, i, inv, stream, 1);\n"
+         "}\n";
 }
 
 // Gives k its native kernel (source only: the runtime builds it) when native_source accepts k.

@@ -8,7 +8,9 @@
 // 2. Bind (bound<E>): a mirror of the expression tree holding, per leaf, where its current
 //    row starts; per node, the kernel functor of its op (kernels/elementwise.hpp).
 // 3. Run (evaluate_into): chunks of the flat output range on the thread pool; in each row,
-//    full SIMD batches of the arch `dispatch` picks (kernels/simd.hpp), then a scalar tail.
+//    full SIMD batches of the arch `dispatch` picks (kernels/simd.hpp), then the row's end
+//    as one more batch, loaded and stored under a mask; a scalar loop where there is no
+//    SIMD path.
 //
 // Every output element is computed from the same inputs by the same operations whatever
 // the chunking, so the result is bitwise the same for any number of threads. If the
@@ -565,8 +567,8 @@ struct bound_root {
     return tree.template eval<Arch, L, Contiguous>(j, context);
   }
 
-  // get's batch at j when only its first `count` lanes are in the row (a reduction's row
-  // end): memory leaves read nothing past them and give zeros in the other lanes, where the
+  // get's batch at j when only its first `count` lanes are in the row (a row's end): memory
+  // leaves read nothing past them (and give zeros in the other lanes), where the
   // expression computes whatever it makes of them (raising floating-point flags, maybe:
   // xlite, like xsimd's math, does not keep them), for the caller to set aside.
   template <class Arch, class L, bool Contiguous>
@@ -681,8 +683,17 @@ template <class Arch, class L, bool Contiguous, class B, class T>
       const auto v = expr.template get<Arch, L, Contiguous>(j);
       v.store_unaligned(out + j);
     }
+    // The row's end, fewer elements than a batch: one batch over its first lanes, stored
+    // under a mask, as the reductions end their rows. A scalar loop computed each element
+    // on its own, by the scalar form (a libm call for exp), which for rows shorter than a
+    // batch, as x + bias over 10 features, was every element.
+    if (j < end) {
+      const auto count = static_cast<std::size_t>(end - j);
+      kernels::store_first(out + j, expr.template get_first<Arch, L, Contiguous>(j, count), count);
+    }
+  } else {
+    for (; j < end; ++j) out[j] = expr.template get<kernels::scalar_arch, L, Contiguous>(j);
   }
-  for (; j < end; ++j) out[j] = expr.template get<kernels::scalar_arch, L, Contiguous>(j);
 }
 
 // Steps index over dimensions [span.first, span.second) to the next position (the last of
@@ -757,8 +768,8 @@ void walk_rows(B& expr, const loop_plan<Leaves>& plan, std::array<std::int64_t, 
 // Calls run(begin, end) on the pool over ranges that tile [0, count), a whole number of rows
 // of `row` elements, each a run of consecutive tasks: whole rows when rows are short, else
 // pieces of parallel_grain elements from a row's start. Batches then start where they start
-// in one pass over each row, so an element is computed by the same form (a SIMD batch, or
-// the scalar tail at a row's end) and gets the same bits whatever the number of threads.
+// in one pass over each row, so an element is computed by the same batch (a whole one, or
+// the masked one at a row's end) and gets the same bits whatever the number of threads.
 //
 // `run` is taken by value and kept, with all the loop reads, in the one closure the pool's
 // threads call: a worker that joins fetches it from the caller's core in a few cache-line

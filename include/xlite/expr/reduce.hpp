@@ -364,7 +364,7 @@ template <class Acc, class L, class B, std::size_t Leaves, class Finish>
 // row (the innermost dimension), a local copy of the expression, which can live in
 // registers, moves from row to row by an addition per leaf along the outputs' fastest
 // dimension, and start_row reads the index only where that dimension wraps. (With
-// start_row and next_index for every row, as accumulate_block does, each row's loads
+// start_row and next_index for every row, as walk_rows had then, each row's loads
 // waited on the index's stores: sum(x, {1}) over 16384 x 16 floats took 1.8x as long,
 // over 4096 x 100 1.7x.) Flattened, as accumulate_block.
 template <class Acc, class L, class B, std::size_t Leaves, class OnTotal>

@@ -88,7 +88,7 @@ B fused_multiply_add(const B& a, const B& b, const B& c) {
 
 // minimum and maximum as IEEE 754-2019 defines them, and XLA computes them: NaN from either
 // operand propagates (as torch.minimum and torch.maximum), and -0 orders below +0, so the
-// result depends neither on the operands' order nor on the path (batch or scalar tail)
+// result depends neither on the operands' order nor on the path (batch or scalar loop)
 // that computed it. x86's min and max return their second operand on a tie or a NaN.
 template <bool Max, class V>
 V ieee_min_max(const V& a, const V& b) {

@@ -148,6 +148,59 @@ Batch load_first(const T* p, std::size_t count) {
   return Batch::load_aligned(copy.data());
 }
 
+// Stores v's first `count` lanes (count below a batch's lanes) to p[0, count), writing
+// nothing past them: the rest of a row may be another task's, or past the end of a page.
+// AVX-512 and AVX2 store under a mask; elsewhere, and for other batches (a batch_bool for
+// bools), through a copy on the stack.
+template <class T, class Batch>
+void store_first(T* p, const Batch& v, std::size_t count) {
+  [[maybe_unused]] constexpr std::size_t register_bytes = [] {
+    if constexpr (requires { typename Batch::arch_type; }) { // a batch, not a batch_bool
+      if constexpr (std::is_same_v<Batch, xsimd::batch<T, typename Batch::arch_type>>) {
+        return sizeof(typename Batch::register_type);
+      }
+    }
+    return std::size_t{0};
+  }();
+#if XSIMD_WITH_AVX512F
+  if constexpr (register_bytes == 64) {
+    const __mmask16 lanes_out = first_lanes(static_cast<std::int64_t>(count));
+    if constexpr (std::is_same_v<T, float>) {
+      _mm512_mask_storeu_ps(p, lanes_out, v);
+    } else if constexpr (std::is_same_v<T, double>) {
+      _mm512_mask_storeu_pd(p, static_cast<__mmask8>(lanes_out), v);
+    } else if constexpr (sizeof(T) == 4) {
+      _mm512_mask_storeu_epi32(p, lanes_out, v);
+    } else {
+      static_assert(sizeof(T) == 8, "store_first: lanes of 4 or 8 bytes");
+      _mm512_mask_storeu_epi64(p, static_cast<__mmask8>(lanes_out), v);
+    }
+    return;
+  }
+#endif
+#if XSIMD_WITH_AVX2
+  if constexpr (register_bytes == 32) {
+    using Arch = typename Batch::arch_type;
+    using integer = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+    const __m256i lanes_out = first_lanes_mask<integer, Arch>(count).data; // all ones in the lanes to store
+    if constexpr (std::is_same_v<T, float>) {
+      _mm256_maskstore_ps(p, lanes_out, v);
+    } else if constexpr (std::is_same_v<T, double>) {
+      _mm256_maskstore_pd(p, lanes_out, v);
+    } else if constexpr (sizeof(T) == 4) {
+      _mm256_maskstore_epi32(reinterpret_cast<int*>(p), lanes_out, v);
+    } else {
+      static_assert(sizeof(T) == 8, "store_first: lanes of 4 or 8 bytes");
+      _mm256_maskstore_epi64(reinterpret_cast<long long*>(p), lanes_out, v);
+    }
+    return;
+  }
+#endif
+  alignas(64) std::array<T, Batch::size> copy;
+  v.store_aligned(copy.data());
+  std::copy_n(copy.begin(), std::min(count, copy.size()), p); // (the min for g++'s -Warray-bounds)
+}
+
 template <class V>
 inline constexpr bool is_batch_v = false;
 template <class T, class A>

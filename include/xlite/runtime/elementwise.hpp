@@ -13,6 +13,13 @@
 // Registers hold values in their compute dtype (compile::compute_dtype): float for bf16 and
 // f16, int32 for the 8-bit integers, one byte per bool. A value of a narrow dtype is rounded
 // to it after each op, so the result is the one op-by-op evaluation gives.
+//
+// A chunk whose length is not a whole number of batches ends in a padded batch, as a row of
+// the static layer ends (expr/evaluate.hpp) and a native kernel's range does: registers
+// hold whole batches, inputs read from memory give zeros past the chunk, single values and
+// constants fill them, and the ops on batches compute them as they compute the rest. So an
+// element's bits do not depend on whether it is in a batch's first lanes or its last (nor,
+// but for sin and cos, whose range reduction xsimd picks for a whole batch, on the others).
 
 #include <algorithm>
 #include <array>
@@ -44,6 +51,14 @@ namespace xlite::runtime {
 namespace detail {
 
 inline constexpr std::int64_t chunk_elements = compile::program_chunk_elements;
+// Registers are computed in whole multiples of this many values, a whole number of batches
+// of every SIMD compute type on every arch: an AVX-512 register of 4-byte values, the
+// narrowest type that computes in batches (bools and the 8-bit types compute in loops).
+inline constexpr std::int64_t padded_lanes = 16;
+static_assert(chunk_elements % padded_lanes == 0, "a chunk is whole batches");
+
+// n values rounded up to whole batches.
+constexpr std::int64_t padded(std::int64_t n) { return (n + padded_lanes - 1) / padded_lanes * padded_lanes; }
 inline constexpr std::int64_t prefetch_above_bytes = std::int64_t{256} << 10;
 inline constexpr std::size_t register_bytes = chunk_elements * 8;
 // Registers start this far apart, not register_bytes: chunks of the inputs all sit at the
@@ -67,9 +82,10 @@ decltype(auto) visit_compute(dtype t, F&& f) {
   });
 }
 
-// out[i] = f(a[i], ...) for i < n under Arch: SIMD batches, then a scalar tail. The
-// pointers are plain parameters, not captures or an array: a SIMD store may alias any
-// memory, so the compiler would reload those after every store. Flattened, so that f (exp,
+// out[i] = f(a[i], ...) for i < n under Arch: SIMD batches (n is whole ones, see padded),
+// or a scalar loop for the scalar arch. The pointers are plain parameters, not captures or
+// an array: a SIMD store may alias any memory, so the compiler would reload those after
+// every store. Flattened, so that f (exp,
 // say) is inlined into the loop at -O2 too, not called once per batch.
 template <class Arch, std::size_t Arity, class R, class T, class F>
 [[gnu::flatten]] void map_batches(F f, R* out, const T* a, const T* b, const T* c, std::int64_t n) {
@@ -273,27 +289,32 @@ inline void load_input(const kernel_context& c, const compile::register_step& st
     using C = compute_t<T>;
     const T* data = in.as<T>();
     const std::int64_t numel = in.shape().numel();
-    if (numel == out_shape.numel()) {
-      if constexpr (std::is_same_v<C, T>) {
-        regs.view(step.result) = reinterpret_cast<const std::byte*>(data + begin);
-        return;
-      } else {
-        load_values<T>(reinterpret_cast<C*>(scratch), data + begin, n);
-      }
-    } else if (numel == 1) {
-      std::fill_n(reinterpret_cast<C*>(scratch), n, static_cast<C>(data[0]));
+    C* values = reinterpret_cast<C*>(scratch);
+    if (numel == 1) {
+      std::fill_n(values, padded(n), static_cast<C>(data[0]));
     } else {
-      std::array<std::int64_t, chunk_elements> indices;
-      broadcast_indices(in.shape(), out_shape, begin, n, indices.data());
-      C* values = reinterpret_cast<C*>(scratch);
-      for (std::int64_t i = 0; i < n; ++i) values[i] = static_cast<C>(data[indices[i]]);
+      if (numel != out_shape.numel()) {
+        std::array<std::int64_t, chunk_elements> indices;
+        broadcast_indices(in.shape(), out_shape, begin, n, indices.data());
+        for (std::int64_t i = 0; i < n; ++i) values[i] = static_cast<C>(data[indices[i]]);
+      } else if constexpr (std::is_same_v<C, T>) {
+        if (n == padded(n)) { // the input itself, no copy
+          regs.view(step.result) = reinterpret_cast<const std::byte*>(data + begin);
+          return;
+        }
+        std::copy_n(data + begin, n, values);
+      } else {
+        load_values<T>(values, data + begin, n);
+      }
+      std::fill(values + n, values + padded(n), C{});
     }
     regs.view(step.result) = scratch;
   });
 }
 
 inline void compute_step(const kernel_context& c, const compile::register_step& step, register_file& regs,
-                         std::int64_t begin, std::int64_t n) {
+                         std::int64_t begin, std::int64_t chunk) {
+  const std::int64_t n = padded(chunk); // every step but casts computes the padding too
   std::byte* result = regs.scratch(step.result);
   std::array<const std::byte*, 3> in{};
   for (std::size_t k = 0; k < step.operands.size(); ++k) in[k] = regs.view(step.operands[k]);
@@ -346,8 +367,11 @@ inline void compute_step(const kernel_context& c, const compile::register_step& 
       using From = typename decltype(from)::type;
       visit_compute(step.type, [&](auto to) {
         using To = typename decltype(to)::type;
-        convert_lanes(reinterpret_cast<To*>(result), reinterpret_cast<const From*>(in[0]), n,
+        // The chunk alone: the padding may hold what no integer holds (1 / 0), and a C++
+        // cast of that is undefined.
+        convert_lanes(reinterpret_cast<To*>(result), reinterpret_cast<const From*>(in[0]), chunk,
                       step.type == dtype::boolean);
+        std::fill(reinterpret_cast<To*>(result) + chunk, reinterpret_cast<To*>(result) + n, To{});
       });
     });
     break;
@@ -553,10 +577,10 @@ inline void run_elementwise_range(const compile::kernel& k, std::span<const buff
 }
 
 // The value of `ins`, an element-wise instruction of g whose operands are constants, as
-// a kernel computes it on a full SIMD batch: a two-step program (the constants, then the
-// op) run by the same compute_step over 64 lanes (passes/fold.hpp). A kernel's scalar tail
-// may differ in the last bit for exp, log, sin, pow (the C library's). Nothing when the
-// kernels cannot compute the op: the run reports that.
+// a kernel computes it: a two-step program (the constants, then the op) run by the same
+// compute_step over 64 lanes (passes/fold.hpp). Every element of a kernel is computed on
+// batches (a chunk's end too, padded), so the value is the one a kernel gives anywhere on
+// the same path. Nothing when the kernels cannot compute the op: the run reports that.
 inline std::optional<ir::literal> evaluate_constant(const ir::graph& g, const ir::instruction& ins) {
   constexpr std::int64_t lanes = 64; // at least one batch of every compute dtype
   compile::kernel k;
