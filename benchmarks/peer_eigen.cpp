@@ -17,6 +17,7 @@
 #include "bench_common.hpp"
 #include "expressions.hpp"
 #include "gemm.hpp"
+#include "row_broadcasts.hpp"
 #include "row_reductions.hpp"
 #include "triad.hpp"
 
@@ -115,6 +116,26 @@ void run_rows_eigen(benchmark::State& state) {
   }
 }
 
+// row_bias as x.rowwise() + b and row_sigmoid as its logistic in array form (Eigen has no
+// sigmoid), into a map of y. One thread.
+template <bool Sigmoid>
+void run_row_broadcast_eigen(benchmark::State& state) {
+  using matrix = Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using row = Eigen::Array<float, 1, Eigen::Dynamic>;
+  const row_shape s = row_shape_arg(state);
+  const Eigen::Map<const matrix> x(row_input(s, false).data(), s.rows, s.cols);
+  const Eigen::Map<const row> b(row_bias_input(s).data(), s.cols);
+  aligned_floats out(s.rows * s.cols);
+  Eigen::Map<matrix> y(out.data(), s.rows, s.cols);
+  time_row_broadcast(state, Sigmoid, out.data(), [&] {
+    if constexpr (Sigmoid) {
+      y = ((-(x.rowwise() + b)).exp() + 1.0f).inverse();
+    } else {
+      y = x.rowwise() + b;
+    }
+  });
+}
+
 // sgemm as a product of row-major Eigen::Map matrices with noalias(). Eigen parallelises
 // products only when built with OpenMP, which this peer is not: one thread.
 void run_sgemm_eigen(benchmark::State& state) {
@@ -141,4 +162,6 @@ void xlite::bench::register_eigen() {
   register_sized("argmax_xy", "eigen", run_argmax_eigen, expression_sizes, {1})->MinTime(expression_min_time);
   register_rows("row_sum", "eigen", run_rows_eigen<false>, {1});
   register_rows("row_argmax", "eigen", run_rows_eigen<true>, {1});
+  register_rows("row_bias", "eigen", run_row_broadcast_eigen<false>, {1});
+  register_rows("row_sigmoid", "eigen", run_row_broadcast_eigen<true>, {1});
 }

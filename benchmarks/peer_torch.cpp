@@ -25,6 +25,7 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/neg.h>
 #include <ATen/ops/relu.h>
+#include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tanh.h>
@@ -34,6 +35,7 @@
 #include "bench_common.hpp"
 #include "expressions.hpp"
 #include "gemm.hpp"
+#include "row_broadcasts.hpp"
 #include "row_reductions.hpp"
 #include "triad.hpp"
 
@@ -185,6 +187,23 @@ void run_rows_torch(benchmark::State& state) {
   }
 }
 
+// row_bias as at::add_out(y, x, b); row_sigmoid as that and at::sigmoid_out(y, y) (eager
+// torch makes two passes).
+template <bool Sigmoid>
+void run_row_broadcast_torch(benchmark::State& state) {
+  const row_shape s = row_shape_arg(state);
+  set_torch_threads(row_threads_arg(state));
+  const at::Tensor x = input_view(row_input(s, false), {s.rows, s.cols});
+  const at::Tensor b = input_view(row_bias_input(s), {s.cols});
+  aligned_floats buffer(s.rows * s.cols);
+  at::Tensor y = view(buffer, {s.rows, s.cols});
+  time_row_broadcast(state, Sigmoid, buffer.data(), [&] {
+    at::add_out(y, x, b);
+    if constexpr (Sigmoid) at::sigmoid_out(y, y);
+  });
+  if (Sigmoid) state.SetLabel("2 passes: add_out, sigmoid_out");
+}
+
 } // namespace
 
 void xlite::bench::register_torch() {
@@ -194,4 +213,6 @@ void xlite::bench::register_torch() {
   register_sized("argmax_xy", "torch", run_argmax_torch, expression_sizes)->MinTime(expression_min_time);
   register_rows("row_sum", "torch", run_rows_torch<false>);
   register_rows("row_argmax", "torch", run_rows_torch<true>);
+  register_rows("row_bias", "torch", run_row_broadcast_torch<false>);
+  register_rows("row_sigmoid", "torch", run_row_broadcast_torch<true>);
 }

@@ -33,6 +33,7 @@
 
 #include "bench_common.hpp"
 #include "expressions.hpp"
+#include "row_broadcasts.hpp"
 #include "row_reductions.hpp"
 
 namespace {
@@ -110,10 +111,32 @@ void run_rows_xtensor(benchmark::State& state) {
   }
 }
 
+// row_bias as xt::noalias(y) = x + b and row_sigmoid as 1 / (1 + exp(-(x + b))) (xtensor
+// has no sigmoid), over adaptors. One thread.
+template <bool Sigmoid>
+void run_row_broadcast_xtensor(benchmark::State& state) {
+  const row_shape s = row_shape_arg(state);
+  const auto rows = static_cast<std::size_t>(s.rows), cols = static_cast<std::size_t>(s.cols);
+  const auto x =
+      xt::adapt(row_input(s, false).data(), rows * cols, xt::no_ownership(), std::array<std::size_t, 2>{rows, cols});
+  const auto b = xt::adapt(row_bias_input(s).data(), cols, xt::no_ownership(), std::array<std::size_t, 1>{cols});
+  aligned_floats buffer(s.rows * s.cols);
+  auto y = xt::adapt(buffer.data(), rows * cols, xt::no_ownership(), std::array<std::size_t, 2>{rows, cols});
+  time_row_broadcast(state, Sigmoid, buffer.data(), [&] {
+    if constexpr (Sigmoid) {
+      xt::noalias(y) = 1.0f / (1.0f + xt::exp(-(x + b)));
+    } else {
+      xt::noalias(y) = x + b;
+    }
+  });
+}
+
 } // namespace
 
 void xlite::bench::register_xtensor() {
   register_split_expressions<xtensor_kernels>("xtensor");
   register_rows("row_sum", "xtensor", run_rows_xtensor<false>, {1});
   register_rows("row_argmax", "xtensor", run_rows_xtensor<true>, {1});
+  register_rows("row_bias", "xtensor", run_row_broadcast_xtensor<false>, {1});
+  register_rows("row_sigmoid", "xtensor", run_row_broadcast_xtensor<true>, {1});
 }
