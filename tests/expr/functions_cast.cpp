@@ -115,7 +115,7 @@ TEST_CASE("functions: cast of a cast, and casts inside larger expressions", "[fu
 
 namespace {
 
-// Each value 9 times (in SIMD batches and in a tail on every path), cast to bool.
+// Each value 9 times (in whole SIMD batches and in a row's masked end on every path), cast to bool.
 template <class T>
 tensor<bool> to_bool(std::initializer_list<T> values) {
   tensor<T> x(shape{9 * static_cast<std::int64_t>(values.size())});

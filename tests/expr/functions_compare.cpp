@@ -46,8 +46,8 @@ namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
 constexpr double qnan = std::numeric_limits<double>::quiet_NaN();
 
-// A pattern repeated 6 times (42 elements): every element lands in a SIMD batch and some
-// in a tail, on every path.
+// A pattern repeated 6 times (42 elements): every element lands in a whole SIMD batch and
+// some in a row's masked end, on every path.
 template <class T>
 tensor<T> repeated(std::initializer_list<T> pattern) {
   tensor<T> t(shape{6 * static_cast<std::int64_t>(pattern.size())});

@@ -65,8 +65,8 @@ TEST_CASE("functions: log1p(-0.0) is -0.0", "[functions][special]") {
   check_special_values<op::log1p, double>({{{-0.0}, -0.0}});
 }
 
-// C's pow (C11 F.10.4.4), which torch.pow follows, on the SIMD batches as in the scalar
-// tail (std::pow); xsimd 8.1's own pow gets these wrong, e.g. pow(0, 0), pow(NaN, 0),
+// C's pow (C11 F.10.4.4), which torch.pow follows, on the SIMD batches as on the scalar
+// path (std::pow); xsimd 8.1's own pow gets these wrong, e.g. pow(0, 0), pow(NaN, 0),
 // pow(1, NaN), pow(1, Inf), pow(0, -1) and pow(-0.0, 3).
 TEST_CASE("functions: pow follows C's pow for zeros, infinities, NaN and negative bases", "[functions][special]") {
   const auto run = [](auto type) {

@@ -104,7 +104,8 @@ std::size_t check_op(op o, dtype t) {
   const auto operand_type = [&](std::size_t k) { return o == op::where && k == 0 ? dtype::boolean : t; };
   // A kernel computes every element on SIMD batches, a column's end in one padded batch, so
   // a folded constant equals the kernel's value wherever it sits (the columns' lengths are
-  // not whole batches).
+  // not whole batches; sin and cos pick their range reduction for a whole batch, and these
+  // values give the same bits mixed in one as alone).
   std::vector<lazy::tensor> parameters;
   for (std::size_t k = 0; k < arity; ++k) {
     std::vector<double> column;

@@ -1,7 +1,7 @@
 // Native kernels (runtime/native_kernels.hpp): every op a native kernel computes, in every
 // dtype it takes, on special and random values, bitwise equal to the interpreter, on the
 // SIMD path and on the scalar one, for ranges shorter than a chunk and for several ranges
-// with a tail; kernels it must not take; and a compiler that cannot be run.
+// ending in a partial batch; kernels it must not take; and a compiler that cannot be run.
 
 #include <catch2/catch.hpp>
 
@@ -113,7 +113,7 @@ void check_native_matches_interpreter() {
   const auto directory = std::filesystem::temp_directory_path() / ("xlite_native_test_" + std::to_string(::getpid()));
   runtime::initialize_cache(directory);
   // Shorter than a chunk; several ranges, the last one ending in a masked batch.
-  for (const std::int64_t n : {std::int64_t{1000}, std::int64_t{3 * 16384 + 5}}) {
+  for (const std::int64_t n : {std::int64_t{1001}, std::int64_t{3 * 16384 + 5}}) {
     for (const bool simd : {true, false}) {
       INFO("n = " << n << (simd ? ", SIMD path" : ", scalar path"));
       scoped_max_isa cap(simd ? max_isa() : isa::portable);

@@ -101,7 +101,8 @@ TEST_CASE("unary element-wise ops equal the static layer bitwise", "[lazy][ops]"
 // end decide bits of the lanes before it: both layers must compute that padding alike. Here
 // the padding's 1e6 / (1 + 0) takes the last batch to the exact reduction, which gives
 // other bits than the values' own (5 to 50) for a few percent of them; a kernel that left
-// its padding at zero, or computed it otherwise, fails this for some length.
+// its padding at zero, or computed it otherwise, fails this for some length. A cast gives
+// zeros there in both (x < 0.5 is true on the padding's zeros: cast, 1e6 again).
 TEST_CASE("a tensor's last batch computes its padding as the static layer's does", "[lazy][ops]") {
   on_every_path([] {
     for (std::int64_t n = 1; n <= 64; ++n) {
@@ -110,6 +111,8 @@ TEST_CASE("a tensor's last batch computes its padding as the static layer's does
       INFO(n << " elements");
       CHECK(same_bits(lazy::sin(1e6f / (x * x * 2e4f + 1.0f)).to_host<float>(),
                       xlite::tensor<float>(xlite::sin(1e6f / (host * host * 2e4f + 1.0f)))));
+      CHECK(same_bits(lazy::sin(lazy::cast(x < 0.5f, dtype::f32) * 1e6f + x * 20.0f).to_host<float>(),
+                      xlite::tensor<float>(xlite::sin(xlite::cast<float>(host < 0.5f) * 1e6f + host * 20.0f))));
     }
   });
 }

@@ -536,7 +536,16 @@ struct bound<cast_node<To, Operand>> {
 
   template <class Arch, class L, bool Contiguous, class Context>
   auto compute(std::int64_t j, Context& context) const {
-    const auto x = operand.template eval<Arch, L, Contiguous>(j, context);
+    auto x = operand.template eval<Arch, L, Contiguous>(j, context);
+    if constexpr (!std::is_same_v<Arch, kernels::scalar_arch> && requires { context.valid; }) {
+      // A row's end: the lanes past the row cast from zero, as the lazy runtime's padding
+      // does (runtime/elementwise.hpp), and never from what no integer holds (1 / 0).
+      if constexpr (std::is_same_v<From, bool>) {
+        x = x && kernels::first_lanes_mask<typename decltype(x)::batch_type::value_type, Arch>(context.valid);
+      } else {
+        x = xsimd::select(kernels::first_lanes_mask<From, Arch>(context.valid), x, decltype(x)(From(0)));
+      }
+    }
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
       return static_cast<To>(x);
     } else if constexpr (std::is_same_v<From, bool>) { // a mask to 0 / 1
@@ -790,21 +799,29 @@ void parallel_rows(thread_pool& pool, std::int64_t count, std::int64_t row, Run 
 }
 
 // Evaluates the flat output range [begin, end) of the plan's loop nest, with plain stores.
+// Flattened, with the rows walked on a local copy of the expression and the choice of row
+// loop made once: the parameter lives in the caller's frame, where every store of a result
+// could alias it, so its row pointers went through memory from row to row, and a row of 16
+// floats cost a call and 40 instructions (x + b over 16384 x 16 floats took 80 us, now 41).
 template <class Arch, class L, class B, std::size_t Leaves, class T>
-void run_range(B expr, const loop_plan<Leaves>& plan, T* out, std::int64_t begin, std::int64_t end) {
+[[gnu::flatten]] void run_range(const B& expr, const loop_plan<Leaves>& plan, T* out, std::int64_t begin,
+                                std::int64_t end) {
   if (plan.contiguous) {
     run_row<Arch, L, true>(expr, out, begin, end, false); // bind points each leaf's row at its data
     return;
   }
+  B rows = expr;
   std::array<std::int64_t, max_rank> index{};
-  walk_rows(expr, plan, index, 0, begin, end, [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
-    T* row_out = out + (begin + offset - j);
-    if (plan.rows_contiguous) { // broadcasting in outer dimensions only, as x + bias
-      run_row<Arch, L, true>(expr, row_out, j, stop, false);
-    } else {
-      run_row<Arch, L, false>(expr, row_out, j, stop, false);
-    }
-  });
+  const auto walk = [&]<bool RowsContiguous>() {
+    walk_rows(rows, plan, index, 0, begin, end, [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
+      run_row<Arch, L, RowsContiguous>(rows, out + (begin + offset - j), j, stop, false);
+    });
+  };
+  if (plan.rows_contiguous) { // broadcasting in outer dimensions only, as x + bias
+    walk.template operator()<true>();
+  } else {
+    walk.template operator()<false>();
+  }
 }
 
 // Evaluates a flat output range of one expression: everything a task of the loop reads, by

@@ -17,9 +17,11 @@
 // A chunk whose length is not a whole number of batches ends in a padded batch, as a row of
 // the static layer ends (expr/evaluate.hpp) and a native kernel's range does: registers
 // hold whole batches, inputs read from memory give zeros past the chunk, single values and
-// constants fill them, and the ops on batches compute them as they compute the rest. So an
-// element's bits do not depend on whether it is in a batch's first lanes or its last (nor,
-// but for sin and cos, whose range reduction xsimd picks for a whole batch, on the others).
+// constants fill them, casts give zeros there, and the other steps compute them as they
+// compute the rest. So an element's bits do not depend on whether it is in a batch's first
+// lanes or its last (nor, but for sin and cos, whose range reduction xsimd picks for a
+// whole batch, on the others), and the padding the lanes of sin and cos see is the static
+// layer's.
 
 #include <algorithm>
 #include <array>
@@ -57,8 +59,12 @@ inline constexpr std::int64_t chunk_elements = compile::program_chunk_elements;
 inline constexpr std::int64_t padded_lanes = 16;
 static_assert(chunk_elements % padded_lanes == 0, "a chunk is whole batches");
 
-// n values rounded up to whole batches.
-constexpr std::int64_t padded(std::int64_t n) { return (n + padded_lanes - 1) / padded_lanes * padded_lanes; }
+// n values rounded up to whole batches on the SIMD path. The scalar path has no batches to
+// complete: there the padding would only cost a libm call a lane, or overflow an integer
+// where no element does.
+inline std::int64_t padded(std::int64_t n) {
+  return kernels::simd_path_active() ? (n + padded_lanes - 1) / padded_lanes * padded_lanes : n;
+}
 inline constexpr std::int64_t prefetch_above_bytes = std::int64_t{256} << 10;
 inline constexpr std::size_t register_bytes = chunk_elements * 8;
 // Registers start this far apart, not register_bytes: chunks of the inputs all sit at the
@@ -580,7 +586,8 @@ inline void run_elementwise_range(const compile::kernel& k, std::span<const buff
 // a kernel computes it: a two-step program (the constants, then the op) run by the same
 // compute_step over 64 lanes (passes/fold.hpp). Every element of a kernel is computed on
 // batches (a chunk's end too, padded), so the value is the one a kernel gives anywhere on
-// the same path. Nothing when the kernels cannot compute the op: the run reports that.
+// the same path (for sin and cos, in a batch that takes the same range reduction as one of
+// 64 equal values). Nothing when the kernels cannot compute the op: the run reports that.
 inline std::optional<ir::literal> evaluate_constant(const ir::graph& g, const ir::instruction& ins) {
   constexpr std::int64_t lanes = 64; // at least one batch of every compute dtype
   compile::kernel k;
