@@ -296,15 +296,16 @@ inline void load_input(const kernel_context& c, const compile::register_step& st
     const T* data = in.as<T>();
     const std::int64_t numel = in.shape().numel();
     C* values = reinterpret_cast<C*>(scratch);
+    const std::int64_t whole = padded(n);
     if (numel == 1) {
-      std::fill_n(values, padded(n), static_cast<C>(data[0]));
+      std::fill_n(values, whole, static_cast<C>(data[0]));
     } else {
       if (numel != out_shape.numel()) {
         std::array<std::int64_t, chunk_elements> indices;
         broadcast_indices(in.shape(), out_shape, begin, n, indices.data());
         for (std::int64_t i = 0; i < n; ++i) values[i] = static_cast<C>(data[indices[i]]);
       } else if constexpr (std::is_same_v<C, T>) {
-        if (n == padded(n)) { // the input itself, no copy
+        if (n == whole) { // the input itself, no copy
           regs.view(step.result) = reinterpret_cast<const std::byte*>(data + begin);
           return;
         }
@@ -312,7 +313,7 @@ inline void load_input(const kernel_context& c, const compile::register_step& st
       } else {
         load_values<T>(values, data + begin, n);
       }
-      std::fill(values + n, values + padded(n), C{});
+      std::fill(values + n, values + whole, C{});
     }
     regs.view(step.result) = scratch;
   });
