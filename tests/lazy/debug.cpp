@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 using namespace xlite;
 using xlite_test::captured_errors;
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -308,8 +310,11 @@ TEST_CASE("a profile of training-shaped steps shows each part on its track, and 
   xlite::tensor<float> batch(shape{192, 192});
   for (int step = 0; step < 8; ++step) {
     const profiler::scope s("training step");
-    // The host prepares each step's batch, as a data loader does, while the device runs.
-    for (int pass = 0; pass < 8; ++pass) {
+    // The host prepares each step's batch, as a data loader does, while the device runs. It
+    // takes 10 ms at least: with the other core busy (ctest -j2), the device's worker waits
+    // for the host's core, which the scheduler gives it within a few milliseconds.
+    const auto loading_began = std::chrono::steady_clock::now();
+    for (int pass = 0; pass < 8 || std::chrono::steady_clock::now() - loading_began < 10ms; ++pass) {
       for (std::int64_t i = 0; i < batch.size(); ++i) batch.data()[i] = std::sin(static_cast<float>(i + step + pass));
     }
     const auto x = lazy::tensor::from(batch);
@@ -345,6 +350,14 @@ TEST_CASE("a profile of training-shaped steps shows each part on its track, and 
   }
   CHECK(by_track["device cpu:0"].size() >= 9); // eight steps and the sum
   CHECK(by_track["user"].size() == 8);
+  // Each step's trace holds its data loading, the first step's too (since the profile began).
+  std::size_t traces = 0;
+  for (const auto& e : by_track["host: tracing"]) {
+    if (e.name != "trace") continue;
+    ++traces;
+    CHECK(e.end - e.begin >= 10'000); // microseconds
+  }
+  CHECK(traces == 8);
   // The host traces the next step while the device still runs an earlier one.
   std::ostringstream timeline;
   for (const char* track : {"host: tracing", "device cpu:0"}) {

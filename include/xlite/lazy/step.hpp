@@ -226,12 +226,6 @@ inline void launch_by_device(std::vector<std::shared_ptr<tensor_state>> states, 
   if (first_error) std::rethrow_exception(first_error);
 }
 
-// When the host began tracing the current step: the last barrier's end.
-inline std::chrono::steady_clock::time_point& tracing_began() {
-  static std::chrono::steady_clock::time_point when = std::chrono::steady_clock::now();
-  return when;
-}
-
 } // namespace detail
 
 // The barrier: compiles and runs everything traced so far, asynchronously. `where` is the
@@ -240,9 +234,8 @@ inline void mark_step(xlite::source_location where = xlite::source_location::cur
   {
     auto& registry = detail::registry();
     std::scoped_lock lock(registry.mutex);
-    auto& tracing_began = detail::tracing_began(); // first, so it is never after `began`
     const auto began = std::chrono::steady_clock::now();
-    profiler::record(profiler::track::host_tracing(), "trace", tracing_began, began);
+    profiler::record(profiler::track::host_tracing(), "trace", registry.tracing_began, began);
     // A replica of xlite::spawn cuts its own device's trace; the other replicas' go on.
     const bool replica = runtime::detail::replica_ordinal() >= 0;
     const xlite::device mine;
@@ -262,8 +255,8 @@ inline void mark_step(xlite::source_location where = xlite::source_location::cur
     static std::atomic<std::int64_t>& steps = metrics::counter("MarkStep");
     steps.fetch_add(1, std::memory_order_relaxed);
     if (!pending.empty()) detail::launch_by_device(std::move(pending), {"mark_step", where});
-    tracing_began = std::chrono::steady_clock::now();
-    profiler::record(profiler::track::host_tracing(), "mark_step", began, tracing_began);
+    registry.tracing_began = std::chrono::steady_clock::now();
+    profiler::record(profiler::track::host_tracing(), "mark_step", began, registry.tracing_began);
   }
   metrics::write_step_report();
   debug::analyse_step();

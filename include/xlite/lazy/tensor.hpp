@@ -65,6 +65,9 @@ struct trace_registry {
   std::mutex mutex;
   std::vector<std::weak_ptr<tensor_state>> live;
   std::size_t last_compacted = 0;
+  // When the host began tracing the current step: the last barrier's end, or before the
+  // first step, when the first lazy tensor was made.
+  std::chrono::steady_clock::time_point tracing_began = std::chrono::steady_clock::now();
 };
 
 inline trace_registry& registry() {
