@@ -87,15 +87,12 @@ private:
   using call_type = void (*)(void* body, std::int64_t begin, std::int64_t end);
 
   // parallel_for; with CopyForWorkers, the workers call a copy of body in worker_closure_.
+  // Only what depends on the body is here, compiled for every loop; the rest is run_posted's,
+  // compiled once per translation unit (a file that evaluates one expression has three loops).
   template <bool CopyForWorkers, class Body>
   void run_job(std::int64_t count, std::int64_t grain, Body& body) {
-    if (grain < 1) throw value_error(detail::message("parallel_for: grain must be at least 1, got ", grain));
-    if (count <= 0) return;
-    const std::int64_t chunks = count / grain + (count % grain != 0);
-    if (chunks > max_chunks) {
-      throw value_error(detail::message("parallel_for: ", count, " elements in chunks of ", grain, " make ", chunks,
-                                        " chunks, more than ", max_chunks, ": take a larger grain"));
-    }
+    const std::int64_t chunks = chunk_count(count, grain);
+    if (chunks == 0) return;
     if (chunks == 1 || workers_.empty() || current_pool() == this) {
       for (std::int64_t begin = 0; begin < count; begin += grain) body(begin, std::min(count, begin + grain));
       return;
@@ -110,21 +107,14 @@ private:
     // A worker that helped read this share in the last job: ask for it back while the job
     // is posted, not when the first claim needs it (50 ns per job on the development VM).
     __builtin_prefetch(&threads_[0].share, 1, 3);
-    void* for_workers = &invoke;
-    if constexpr (CopyForWorkers)
-      for_workers = ::new (static_cast<void*>(worker_closure_.data())) copy(std::as_const(body));
-    const job_view job = post(count, grain, chunks, for_workers, call);
-    const thread_pool* outer = std::exchange(current_pool(), this);
-    // The calling thread calls body itself, never reading the copy it has just written.
-    job_view callers = job;
-    if constexpr (CopyForWorkers) callers.body = const_cast<void*>(static_cast<const void*>(std::addressof(body)));
-    // A chunk is counted only once its body has returned (or as given up), and a thread
-    // holding an older job claims nothing: once all are counted, no thread will call body
-    // or read invoke or the copy.
-    run_chunks(0, callers);
-    detail::spin_until([&] { return all_done(job); });
-    current_pool() = outer;
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    if constexpr (CopyForWorkers) {
+      // The calling thread calls body itself, never reading the copy it has just written.
+      void* const copied = ::new (static_cast<void*>(worker_closure_.data())) copy(std::as_const(body));
+      run_posted({0, count, grain, chunks, copied, call},
+                 const_cast<void*>(static_cast<const void*>(std::addressof(body))));
+    } else {
+      run_posted({0, count, grain, chunks, &invoke, call}, &invoke);
+    }
   }
 
   // How long an idle worker watches for the next job before it sleeps: waking a sleeping
@@ -191,18 +181,19 @@ private:
   // it is whole. It is all on one cache line, written in one burst and only when a job is
   // posted, so that a waiting worker takes the job in one transfer from the caller's core
   // rather than one per field, and keeps it in its cache for the whole job.
-  job_view post(std::int64_t count, std::int64_t grain, std::int64_t chunks, void* body, call_type call) {
+  job_view post(job_view job) {
     const std::uint32_t writing = job_.generation.load(std::memory_order_relaxed) + 1;
     job_.generation.store(writing, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
-    job_.count.store(count, std::memory_order_relaxed);
-    job_.grain.store(grain, std::memory_order_relaxed);
-    job_.chunks.store(chunks, std::memory_order_relaxed);
-    job_.body.store(body, std::memory_order_relaxed);
-    job_.call.store(call, std::memory_order_relaxed);
+    job_.count.store(job.count, std::memory_order_relaxed);
+    job_.grain.store(job.grain, std::memory_order_relaxed);
+    job_.chunks.store(job.chunks, std::memory_order_relaxed);
+    job_.body.store(job.body, std::memory_order_relaxed);
+    job_.call.store(job.call, std::memory_order_relaxed);
     job_.generation.store(writing + 1, std::memory_order_release);
     job_.asleep.wake_all(); // a system call only if a worker sleeps
-    return {writing + 1, count, grain, chunks, body, call};
+    job.generation = writing + 1;
+    return job;
   }
 
   // The job of generation g, or nothing if a newer one is being written or was posted.
@@ -289,6 +280,35 @@ private:
       run_share((slot + k) % threads_.size(), job, k == 0, done);
       if (k == 0 || done != before) progress.store(pack(job.generation, done), std::memory_order_release);
     }
+  }
+
+  // How many chunks of `grain` make [0, count), checked.
+  static std::int64_t chunk_count(std::int64_t count, std::int64_t grain) {
+    if (grain < 1) throw value_error(detail::message("parallel_for: grain must be at least 1, got ", grain));
+    if (count <= 0) return 0;
+    const std::int64_t chunks = count / grain + (count % grain != 0);
+    if (chunks > max_chunks) {
+      throw value_error(detail::message("parallel_for: ", count, " elements in chunks of ", grain, " make ", chunks,
+                                        " chunks, more than ", max_chunks, ": take a larger grain"));
+    }
+    return chunks;
+  }
+
+  // Posts `job` (its generation is post's to give) for the workers, runs it on this thread
+  // with callers_body as the body, waits for every chunk and rethrows the first error.
+  // Called with submit_mutex_ held.
+  [[gnu::noinline]] void run_posted(const job_view& job_for_workers, void* callers_body) {
+    const job_view job = post(job_for_workers);
+    const thread_pool* outer = std::exchange(current_pool(), this);
+    job_view callers = job;
+    callers.body = callers_body;
+    // A chunk is counted only once its body has returned (or as given up), and a thread
+    // holding an older job claims nothing: once all are counted, no thread will call body
+    // or read invoke or the copy.
+    run_chunks(0, callers);
+    detail::spin_until([&] { return all_done(job); });
+    current_pool() = outer;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
   void work(std::size_t slot) {
