@@ -143,6 +143,12 @@ void evaluate_deferred(T* out, const E& e) {
           d.compute(out, [&](std::int64_t begin, std::int64_t rows, std::int64_t cols, std::int64_t row_stride) {
             for (std::int64_t r = 0; r < rows; ++r) {
               const std::int64_t first = begin + r * row_stride;
+              if constexpr (!scalar_fallback_v<Arch, F>) {
+                if (plan.contiguous) { // bind points each leaf's row at its data
+                  run_row<Arch, lane_type_t<F>, true>(bound_expr, out, first, first + cols, false);
+                  continue;
+                }
+              }
               run_range<Arch, lane_type_t<F>>(bound_expr, plan, out, first, first + cols);
             }
           });

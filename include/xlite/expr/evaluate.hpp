@@ -63,6 +63,16 @@ inline constexpr bool simd_lanes_v<L, type_list<Ts...>> = (fits_lanes_v<typename
 template <class E>
 inline constexpr bool simd_evaluable_v = simd_lanes_v<lane_type_t<E>, post_order_t<E>>;
 
+// Whether Arch is the scalar path of an expression that also has a SIMD one, which runs only
+// under an ISA cap below this translation unit's (tests, XLITE_ISA=portable) or on a CPU
+// without its instruction set: there one
+// loop, the strided one, takes every layout, rather than three copies of the expression's
+// scalar code, which cost 0.2 s of the compile time of a file that evaluates E3.
+template <class Arch, class E>
+inline constexpr bool scalar_fallback_v =
+    simd_evaluable_v<E> && !std::is_same_v<kernels::simd_arch, kernels::scalar_arch> &&
+    std::is_same_v<Arch, kernels::scalar_arch>;
+
 // ---- memory leaves, in tree order -------------------------------------------------------------
 
 template <class E, class F>
@@ -562,6 +572,7 @@ struct bound<cast_node<To, Operand>> {
 // The whole bound expression: what the loops call, one position at a time.
 template <class E>
 struct bound_root {
+  using expression = E;
   bound<E> tree;
   std::array<bool, repeated_count_v<E>> shared;
 
@@ -695,7 +706,9 @@ template <class Arch, class L, bool Contiguous, class B, class T>
     // The row's end, fewer elements than a batch: one batch over its first lanes, stored
     // under a mask, as the reductions end their rows. A scalar loop computed each element
     // on its own, by the scalar form (a libm call for exp), which for rows shorter than a
-    // batch, as x + bias over 10 features, was every element.
+    // batch, as x + bias over 10 features, was every element. Inline: out of line, one
+    // copy for all the row loops, it made x + bias over rows of 10 and 100 floats take 2x
+    // and 1.3x as long.
     if (j < end) {
       const auto count = static_cast<std::size_t>(end - j);
       kernels::store_first(out + j, expr.template get_first<Arch, L, Contiguous>(j, count), count);
@@ -798,7 +811,9 @@ void parallel_rows(thread_pool& pool, std::int64_t count, std::int64_t row, Run 
       thread_pool::workers_may_copy);
 }
 
-// Evaluates the flat output range [begin, end) of the plan's loop nest, with plain stores.
+// Evaluates the flat output range [begin, end) of the plan's loop nest with plain stores, row
+// by row. Callers give a plan that is one flat run to run_row directly (a copy of the
+// expression's code less here), except on the scalar fallback; such a plan is one row here.
 // Flattened, with the rows walked on a local copy of the expression and the choice of row
 // loop made once: the parameter lives in the caller's frame, where every store of a result
 // could alias it, so its row pointers went through memory from row to row, and a row of 16
@@ -806,10 +821,6 @@ void parallel_rows(thread_pool& pool, std::int64_t count, std::int64_t row, Run 
 template <class Arch, class L, class B, std::size_t Leaves, class T>
 [[gnu::flatten]] void run_range(const B& expr, const loop_plan<Leaves>& plan, T* out, std::int64_t begin,
                                 std::int64_t end) {
-  if (plan.contiguous) {
-    run_row<Arch, L, true>(expr, out, begin, end, false); // bind points each leaf's row at its data
-    return;
-  }
   B rows = expr;
   std::array<std::int64_t, max_rank> index{};
   const auto walk = [&]<bool RowsContiguous>() {
@@ -817,11 +828,13 @@ template <class Arch, class L, class B, std::size_t Leaves, class T>
       run_row<Arch, L, RowsContiguous>(rows, out + (begin + offset - j), j, stop, false);
     });
   };
-  if (plan.rows_contiguous) { // broadcasting in outer dimensions only, as x + bias
-    walk.template operator()<true>();
-  } else {
-    walk.template operator()<false>();
+  if constexpr (!scalar_fallback_v<Arch, typename B::expression>) {
+    if (plan.rows_contiguous) { // broadcasting in outer dimensions only, as x + bias
+      walk.template operator()<true>();
+      return;
+    }
   }
+  walk.template operator()<false>();
 }
 
 // Evaluates a flat output range of one expression: everything a task of the loop reads, by
@@ -858,15 +871,19 @@ void evaluate_into(const E& e, T* out) {
     using L = lane_type_t<E>;
     thread_pool& pool = current_thread_pool();
     const bool serial = count < parallel_threshold || pool.num_threads() == 1;
-    if (plan.contiguous) {
-      const flat_task<Arch, L, bound_root<E>, T> task{
-          bind(e, plan), out, kernels::streaming_pays(static_cast<std::size_t>(count) * sizeof(T))};
-      if (serial) {
-        task(0, count);
-      } else {
-        parallel_rows(pool, count, count, task);
+    if constexpr (!scalar_fallback_v<Arch, E>) {
+      if (plan.contiguous) {
+        const flat_task<Arch, L, bound_root<E>, T> task{
+            bind(e, plan), out, kernels::streaming_pays(static_cast<std::size_t>(count) * sizeof(T))};
+        if (serial) {
+          task(0, count);
+        } else {
+          parallel_rows(pool, count, count, task);
+        }
+        return;
       }
-    } else if (serial) { // the plan where it is: a copy would wait on the stores that made it
+    }
+    if (serial) { // the plan where it is: a copy would wait on the stores that made it
       run_range<Arch, L>(bind(e, plan), plan, out, 0, count);
     } else {
       parallel_rows(pool, count, plan.dims[plan.rank - 1],
