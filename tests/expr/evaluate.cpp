@@ -255,6 +255,45 @@ TEST_CASE("evaluate: outputs past the parallel threshold match the naive loop on
   }
 }
 
+// The flat loop with streaming stores (which evaluation takes for outputs larger than the
+// last-level cache, see streaming_pays) stores whole aligned batches and then ends as any
+// loop does, in a batch stored under a mask, writing nothing past it: three tasks of 2^14
+// floats and 0, 1, 5 or a batch less one more, on one thread and on two (whose tasks
+// start at multiples of 2^14, aligned), into a buffer with sentinels after the output.
+TEST_CASE("evaluate: a flat loop with streaming stores ends in a masked batch and writes nothing past it",
+          "[evaluate][threads]") {
+  using arch = xlite::kernels::simd_arch;
+  if constexpr (!std::is_same_v<arch, xlite::kernels::scalar_arch>) {
+    constexpr auto width = static_cast<std::int64_t>(xsimd::batch<float, arch>::size);
+    rng g(16);
+    for (const std::int64_t extra : {std::int64_t{0}, std::int64_t{1}, std::int64_t{5}, width - 1}) {
+      const std::int64_t n = 3 * xlite::expr::parallel_grain + extra;
+      const tensor<float> a = random_tensor<float>(g, shape{n}, -4, 4);
+      const tensor<float> b = random_tensor<float>(g, shape{n}, -4, 4);
+      const tensor<float> c = random_tensor<float>(g, shape{n}, -4, 4);
+      const tensor<float> want = fused_reference(a, b, c);
+      const auto e = fused(a, b, c);
+      using E = std::remove_cvref_t<decltype(e)>;
+      const auto plan = xlite::expr::plan_elementwise(e);
+      REQUIRE(plan.contiguous);
+      constexpr float sentinel = 77.0f;
+      tensor<float> memory(shape{n + 64}, sentinel);
+      const xlite::expr::flat_task<arch, float, xlite::expr::bound_root<E>, float> task{
+          xlite::expr::bind(e, plan), memory.data(), /*streaming=*/true};
+      for (const std::size_t threads : {1, 2}) {
+        INFO(n << " floats, " << threads << " threads");
+        std::fill_n(memory.data(), n + 64, sentinel);
+        xlite::thread_pool pool(threads);
+        xlite::expr::parallel_rows(pool, n, n, task);
+        CHECK(std::equal(want.data(), want.data() + n, memory.data(), [](float x, float y) {
+          return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
+        }));
+        CHECK(std::count(memory.data() + n, memory.data() + n + 64, sentinel) == 64);
+      }
+    }
+  }
+}
+
 namespace {
 
 // Expressions with math functions, whose bits may differ between paths (and between the
