@@ -65,9 +65,9 @@ inline constexpr bool simd_evaluable_v = simd_lanes_v<lane_type_t<E>, post_order
 
 // Whether Arch is the scalar path of an expression that also has a SIMD one, which runs only
 // under an ISA cap below this translation unit's (tests, XLITE_ISA=portable) or on a CPU
-// without its instruction set: there one
-// loop, the strided one, takes every layout, rather than three copies of the expression's
-// scalar code, which cost 0.2 s of the compile time of a file that evaluates E3.
+// without its instruction set: there one loop, the strided one, takes every layout, rather
+// than three copies of the expression's scalar code, which cost 0.2 s of the compile time
+// of a file that evaluates E3.
 template <class Arch, class E>
 inline constexpr bool scalar_fallback_v =
     simd_evaluable_v<E> && !std::is_same_v<kernels::simd_arch, kernels::scalar_arch> &&
