@@ -116,23 +116,23 @@ void run_rows_eigen(benchmark::State& state) {
   }
 }
 
-// row_bias as x.rowwise() + b and row_sigmoid as its logistic in array form (Eigen has no
-// sigmoid), into a map of y. One thread.
-template <bool Sigmoid>
+// row_bias as x.rowwise() + b, row_sigmoid as its logistic in array form (Eigen has no
+// sigmoid) and row_center as x.colwise() - m, into a map of y. One thread.
+template <row_broadcast Case>
 void run_row_broadcast_eigen(benchmark::State& state) {
   using matrix = Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using row = Eigen::Array<float, 1, Eigen::Dynamic>;
+  using column = Eigen::Array<float, Eigen::Dynamic, 1>;
   const row_shape s = row_shape_arg(state);
   const Eigen::Map<const matrix> x(row_input(s, false).data(), s.rows, s.cols);
   const Eigen::Map<const row> b(row_bias_input(s).data(), s.cols);
+  const Eigen::Map<const column> m(row_center_input(s).data(), s.rows);
   aligned_floats out(s.rows * s.cols);
   Eigen::Map<matrix> y(out.data(), s.rows, s.cols);
-  time_row_broadcast(state, Sigmoid, out.data(), [&] {
-    if constexpr (Sigmoid) {
-      y = ((-(x.rowwise() + b)).exp() + 1.0f).inverse();
-    } else {
-      y = x.rowwise() + b;
-    }
+  time_row_broadcast(state, Case, out.data(), [&] {
+    if constexpr (Case == row_broadcast::bias) y = x.rowwise() + b;
+    if constexpr (Case == row_broadcast::sigmoid) y = ((-(x.rowwise() + b)).exp() + 1.0f).inverse();
+    if constexpr (Case == row_broadcast::center) y = x.colwise() - m;
   });
 }
 
@@ -162,6 +162,7 @@ void xlite::bench::register_eigen() {
   register_sized("argmax_xy", "eigen", run_argmax_eigen, expression_sizes, {1})->MinTime(expression_min_time);
   register_rows("row_sum", "eigen", run_rows_eigen<false>, {1});
   register_rows("row_argmax", "eigen", run_rows_eigen<true>, {1});
-  register_rows("row_bias", "eigen", run_row_broadcast_eigen<false>, {1});
-  register_rows("row_sigmoid", "eigen", run_row_broadcast_eigen<true>, {1});
+  register_rows("row_bias", "eigen", run_row_broadcast_eigen<row_broadcast::bias>, {1});
+  register_rows("row_sigmoid", "eigen", run_row_broadcast_eigen<row_broadcast::sigmoid>, {1});
+  register_rows("row_center", "eigen", run_row_broadcast_eigen<row_broadcast::center>, {1});
 }

@@ -188,20 +188,25 @@ void run_rows_torch(benchmark::State& state) {
 }
 
 // row_bias as at::add_out(y, x, b); row_sigmoid as that and at::sigmoid_out(y, y) (eager
-// torch makes two passes).
-template <bool Sigmoid>
+// torch makes two passes); row_center as at::sub_out(y, x, m).
+template <row_broadcast Case>
 void run_row_broadcast_torch(benchmark::State& state) {
   const row_shape s = row_shape_arg(state);
   set_torch_threads(row_threads_arg(state));
   const at::Tensor x = input_view(row_input(s, false), {s.rows, s.cols});
   const at::Tensor b = input_view(row_bias_input(s), {s.cols});
+  const at::Tensor m = input_view(row_center_input(s), {s.rows, 1});
   aligned_floats buffer(s.rows * s.cols);
   at::Tensor y = view(buffer, {s.rows, s.cols});
-  time_row_broadcast(state, Sigmoid, buffer.data(), [&] {
-    at::add_out(y, x, b);
-    if constexpr (Sigmoid) at::sigmoid_out(y, y);
+  time_row_broadcast(state, Case, buffer.data(), [&] {
+    if constexpr (Case == row_broadcast::center) {
+      at::sub_out(y, x, m);
+    } else {
+      at::add_out(y, x, b);
+      if constexpr (Case == row_broadcast::sigmoid) at::sigmoid_out(y, y);
+    }
   });
-  if (Sigmoid) state.SetLabel("2 passes: add_out, sigmoid_out");
+  if (Case == row_broadcast::sigmoid) state.SetLabel("2 passes: add_out, sigmoid_out");
 }
 
 } // namespace
@@ -213,6 +218,7 @@ void xlite::bench::register_torch() {
   register_sized("argmax_xy", "torch", run_argmax_torch, expression_sizes)->MinTime(expression_min_time);
   register_rows("row_sum", "torch", run_rows_torch<false>);
   register_rows("row_argmax", "torch", run_rows_torch<true>);
-  register_rows("row_bias", "torch", run_row_broadcast_torch<false>);
-  register_rows("row_sigmoid", "torch", run_row_broadcast_torch<true>);
+  register_rows("row_bias", "torch", run_row_broadcast_torch<row_broadcast::bias>);
+  register_rows("row_sigmoid", "torch", run_row_broadcast_torch<row_broadcast::sigmoid>);
+  register_rows("row_center", "torch", run_row_broadcast_torch<row_broadcast::center>);
 }

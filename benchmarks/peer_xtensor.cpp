@@ -111,23 +111,22 @@ void run_rows_xtensor(benchmark::State& state) {
   }
 }
 
-// row_bias as xt::noalias(y) = x + b and row_sigmoid as 1 / (1 + exp(-(x + b))) (xtensor
-// has no sigmoid), over adaptors. One thread.
-template <bool Sigmoid>
+// row_bias as xt::noalias(y) = x + b, row_sigmoid as 1 / (1 + exp(-(x + b))) (xtensor has
+// no sigmoid) and row_center as xt::noalias(y) = x - m, over adaptors. One thread.
+template <row_broadcast Case>
 void run_row_broadcast_xtensor(benchmark::State& state) {
   const row_shape s = row_shape_arg(state);
   const auto rows = static_cast<std::size_t>(s.rows), cols = static_cast<std::size_t>(s.cols);
   const auto x =
       xt::adapt(row_input(s, false).data(), rows * cols, xt::no_ownership(), std::array<std::size_t, 2>{rows, cols});
   const auto b = xt::adapt(row_bias_input(s).data(), cols, xt::no_ownership(), std::array<std::size_t, 1>{cols});
+  const auto m = xt::adapt(row_center_input(s).data(), rows, xt::no_ownership(), std::array<std::size_t, 2>{rows, 1});
   aligned_floats buffer(s.rows * s.cols);
   auto y = xt::adapt(buffer.data(), rows * cols, xt::no_ownership(), std::array<std::size_t, 2>{rows, cols});
-  time_row_broadcast(state, Sigmoid, buffer.data(), [&] {
-    if constexpr (Sigmoid) {
-      xt::noalias(y) = 1.0f / (1.0f + xt::exp(-(x + b)));
-    } else {
-      xt::noalias(y) = x + b;
-    }
+  time_row_broadcast(state, Case, buffer.data(), [&] {
+    if constexpr (Case == row_broadcast::bias) xt::noalias(y) = x + b;
+    if constexpr (Case == row_broadcast::sigmoid) xt::noalias(y) = 1.0f / (1.0f + xt::exp(-(x + b)));
+    if constexpr (Case == row_broadcast::center) xt::noalias(y) = x - m;
   });
 }
 
@@ -137,6 +136,7 @@ void xlite::bench::register_xtensor() {
   register_split_expressions<xtensor_kernels>("xtensor");
   register_rows("row_sum", "xtensor", run_rows_xtensor<false>, {1});
   register_rows("row_argmax", "xtensor", run_rows_xtensor<true>, {1});
-  register_rows("row_bias", "xtensor", run_row_broadcast_xtensor<false>, {1});
-  register_rows("row_sigmoid", "xtensor", run_row_broadcast_xtensor<true>, {1});
+  register_rows("row_bias", "xtensor", run_row_broadcast_xtensor<row_broadcast::bias>, {1});
+  register_rows("row_sigmoid", "xtensor", run_row_broadcast_xtensor<row_broadcast::sigmoid>, {1});
+  register_rows("row_center", "xtensor", run_row_broadcast_xtensor<row_broadcast::center>, {1});
 }

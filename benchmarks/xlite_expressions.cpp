@@ -92,23 +92,24 @@ void run_rows_xlite(benchmark::State& state) {
   }
 }
 
-// row_bias and row_sigmoid as y = x + b and y = xlite::sigmoid(x + b), into an existing y.
-template <bool Sigmoid>
+// row_bias, row_sigmoid and row_center as y = x + b, y = xlite::sigmoid(x + b) and
+// y = x - m, into an existing y.
+template <row_broadcast Case>
 void run_row_broadcast_xlite(benchmark::State& state) {
   const row_shape s = row_shape_arg(state);
   xlite::tensor<float> x(xlite::tensor<float>::uninitialized, xlite::shape{s.rows, s.cols});
   xlite::tensor<float> b(xlite::tensor<float>::uninitialized, xlite::shape{s.cols});
+  xlite::tensor<float> m(xlite::tensor<float>::uninitialized, xlite::shape{s.rows, 1});
   xlite::tensor<float> y(xlite::tensor<float>::uninitialized, xlite::shape{s.rows, s.cols});
   std::copy_n(row_input(s, false).data(), x.size(), x.data());
   std::copy_n(row_bias_input(s).data(), b.size(), b.data());
+  std::copy_n(row_center_input(s).data(), m.size(), m.data());
   xlite::thread_pool pool(static_cast<std::size_t>(row_threads_arg(state)));
   xlite::scoped_thread_pool use(pool);
-  time_row_broadcast(state, Sigmoid, y.data(), [&] {
-    if constexpr (Sigmoid) {
-      y = xlite::sigmoid(x + b);
-    } else {
-      y = x + b;
-    }
+  time_row_broadcast(state, Case, y.data(), [&] {
+    if constexpr (Case == row_broadcast::bias) y = x + b;
+    if constexpr (Case == row_broadcast::sigmoid) y = xlite::sigmoid(x + b);
+    if constexpr (Case == row_broadcast::center) y = x - m;
   });
 }
 
@@ -119,6 +120,7 @@ void xlite::bench::register_xlite_expressions() {
   register_sized("argmax_xy", "xlite", run_argmax_xlite, expression_sizes)->MinTime(expression_min_time);
   register_rows("row_sum", "xlite", run_rows_xlite<false>);
   register_rows("row_argmax", "xlite", run_rows_xlite<true>);
-  register_rows("row_bias", "xlite", run_row_broadcast_xlite<false>);
-  register_rows("row_sigmoid", "xlite", run_row_broadcast_xlite<true>);
+  register_rows("row_bias", "xlite", run_row_broadcast_xlite<row_broadcast::bias>);
+  register_rows("row_sigmoid", "xlite", run_row_broadcast_xlite<row_broadcast::sigmoid>);
+  register_rows("row_center", "xlite", run_row_broadcast_xlite<row_broadcast::center>);
 }
