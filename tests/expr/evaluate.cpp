@@ -214,6 +214,48 @@ TEST_CASE("evaluate: rows that end at an unreadable page evaluate as a loop does
   });
 }
 
+// A leaf broadcast along the rows (one value per row, as x - mean(x, {1}, true) reads) takes
+// the row loop that reads it as one broadcast value: rows shorter than a batch, of a few
+// batches and a part, rows that tasks split, each element type and a bool condition, must
+// give the bits of the same expression over the leaf tiled along the rows. (sin picks its
+// range reduction for a whole batch, so this also checks that both loops batch a row alike.)
+TEST_CASE("evaluate: a leaf broadcast along rows gives the bits of that leaf tiled", "[evaluate][broadcast]") {
+  rng g(61);
+  const auto check = [&]<class T>(std::int64_t rows, std::int64_t n) {
+    INFO(path_name() << ", " << rows << " rows of " << n << " " << xlite::dtype_of_v<T>);
+    const tensor<T> x = random_tensor<T>(g, shape{rows, n}, -9, 9);
+    const tensor<T> c = random_tensor<T>(g, shape{rows, 1}, -9, 9);
+    const tensor<bool> keep = random_tensor<T>(g, shape{rows, 1}, -9, 9) > T(0);
+    tensor<T> tiled(shape{rows, n});
+    tensor<bool> keep_tiled(shape{rows, n});
+    for (std::int64_t i = 0; i < rows * n; ++i) {
+      tiled.data()[i] = c.data()[i / n];
+      keep_tiled.data()[i] = keep.data()[i / n];
+    }
+    CHECK(bitwise_equal(tensor<T>(x - c), tensor<T>(x - tiled)));
+    CHECK(bitwise_equal(tensor<T>(xlite::where(keep, x, c)), tensor<T>(xlite::where(keep_tiled, x, tiled))));
+    if constexpr (std::is_floating_point_v<T>) {
+      CHECK(bitwise_equal(tensor<T>(xlite::sin(x * c * T(1000)) + c),
+                          tensor<T>(xlite::sin(x * tiled * T(1000)) + tiled)));
+    }
+  };
+  for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
+    xlite::thread_pool pool(threads);
+    xlite::scoped_thread_pool use(pool);
+    xlite_test::for_each_isa_path([&](xlite::isa) {
+      INFO(threads << " threads");
+      for (const std::int64_t n : {1, 7, 16, 127, 128, 129, 136, 300}) {
+        check.template operator()<float>(5, n);
+        check.template operator()<double>(5, n);
+        check.template operator()<std::int32_t>(5, n);
+        check.template operator()<std::int64_t>(5, n);
+      }
+      check.template operator()<float>(2, 40001); // rows split into tasks, which start mid-row
+      check.template operator()<double>(2, 40001);
+    });
+  }
+}
+
 TEST_CASE("evaluate: threads claim one run of tasks each on short loops, runs of at most 2^16 elements on long ones",
           "[evaluate][threads]") {
   using xlite::expr::tasks_per_chunk;
