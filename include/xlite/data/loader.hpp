@@ -341,7 +341,7 @@ private:
 };
 
 inline std::string loader_state::to_string() const {
-  return xlite::detail::message("loader_state v1 epoch=", epoch, " next_batch=", next_batch, " seed=", seed);
+  return xlite::detail::concat("loader_state v1 epoch=", epoch, " next_batch=", next_batch, " seed=", seed);
 }
 
 inline loader_state loader_state::from_string(std::string_view text) {

@@ -94,8 +94,8 @@ inline std::int64_t collective_site(const xlite::source_location& where, std::ui
   const auto id = static_cast<std::int64_t>(h.state >> 1);
   auto& registry = detail::collective_site_names();
   std::scoped_lock lock(registry.mutex);
-  registry.names.try_emplace(id, xlite::detail::message(where.file_name(), ":", where.line(),
-                                                        k ? xlite::detail::message(" (#", k, ")") : std::string()));
+  registry.names.try_emplace(id, xlite::detail::concat(where.file_name(), ":", where.line(),
+                                                       k ? xlite::detail::concat(" (#", k, ")") : std::string()));
   return id;
 }
 

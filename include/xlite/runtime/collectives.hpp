@@ -151,7 +151,7 @@ template <>
 struct wire<std::shared_ptr<const buffer>> {
   static std::string meta(const std::shared_ptr<const buffer>& b) {
     std::string text = std::to_string(static_cast<int>(b->type()));
-    for (std::size_t k = 0; k < b->shape().rank(); ++k) text += xlite::detail::message(",", b->shape()[k]);
+    for (std::size_t k = 0; k < b->shape().rank(); ++k) text += xlite::detail::concat(",", b->shape()[k]);
     return text;
   }
   static std::span<const std::byte> body(const std::shared_ptr<const buffer>& b) {
@@ -194,7 +194,7 @@ public:
   // `site` names the call in the description members compare (ir::collective_site_name).
   buffer_ptr all_reduce(std::int64_t device, const input& x, reduce_type r, double scale = 1.0,
                         const replica_groups& groups = {}, std::string_view site = {}) {
-    const call c = meet(device, groups, x, xlite::detail::message("all_reduce(", name(r), ", scale=", scale, ")"), site,
+    const call c = meet(device, groups, x, xlite::detail::concat("all_reduce(", name(r), ", scale=", scale, ")"), site,
                         "all_reduce");
     check_reduction(x->type(), r, scale, "all_reduce");
     const std::int64_t n = x->shape().numel();
@@ -224,7 +224,7 @@ public:
   // Every member gets all members' x concatenated along `dim`, in group order.
   buffer_ptr all_gather(std::int64_t device, const input& x, std::size_t dim, const replica_groups& groups = {},
                         std::string_view site = {}) {
-    const call c = meet(device, groups, x, xlite::detail::message("all_gather(dim=", dim, ")"), site, "all_gather");
+    const call c = meet(device, groups, x, xlite::detail::concat("all_gather(dim=", dim, ")"), site, "all_gather");
     check_dim(x->shape(), dim, "all_gather");
     std::vector<std::int64_t> dims = detail::dims_of(x->shape());
     const std::int64_t piece = dims[dim];
@@ -244,7 +244,7 @@ public:
   buffer_ptr reduce_scatter(std::int64_t device, const input& x, reduce_type r, double scale, std::size_t dim,
                             const replica_groups& groups = {}, std::string_view site = {}) {
     const call c = meet(device, groups, x,
-                        xlite::detail::message("reduce_scatter(", name(r), ", scale=", scale, ", dim=", dim, ")"), site,
+                        xlite::detail::concat("reduce_scatter(", name(r), ", scale=", scale, ", dim=", dim, ")"), site,
                         "reduce_scatter");
     check_reduction(x->type(), r, scale, "reduce_scatter");
     check_dim(x->shape(), dim, "reduce_scatter");
@@ -269,8 +269,8 @@ public:
   buffer_ptr all_to_all(std::int64_t device, const input& x, std::size_t split_dim, std::size_t concat_dim,
                         std::int64_t split_count, const replica_groups& groups = {}, std::string_view site = {}) {
     const call c = meet(device, groups, x,
-                        xlite::detail::message("all_to_all(split_dim=", split_dim, ", concat_dim=", concat_dim,
-                                               ", split_count=", split_count, ")"),
+                        xlite::detail::concat("all_to_all(split_dim=", split_dim, ", concat_dim=", concat_dim,
+                                              ", split_count=", split_count, ")"),
                         site, "all_to_all");
     check_dim(x->shape(), split_dim, "all_to_all");
     check_dim(x->shape(), concat_dim, "all_to_all");
@@ -312,7 +312,7 @@ public:
     std::memset(result->data(), 0, static_cast<std::size_t>(result->byte_size()));
     if (!std::ranges::binary_search(members, device)) return result;
     std::string described = "collective_permute(pairs=";
-    for (const auto& [source, target] : pairs) described += xlite::detail::message("(", source, ", ", target, ")");
+    for (const auto& [source, target] : pairs) described += xlite::detail::concat("(", source, ", ", target, ")");
     const call c = meet(device, {members}, x, described + ")", site, "collective_permute");
     for (const auto& [source, target] : pairs) {
       if (target != device) continue;
@@ -328,11 +328,11 @@ public:
   // rendezvous `tag`, and returns their payloads in the order of `replicas`.
   std::vector<std::string> rendezvous(std::int64_t device, std::string_view tag, std::string payload,
                                       const std::vector<std::int64_t>& replicas = {}) {
-    const std::string what = xlite::detail::message("rendezvous '", tag, "'");
+    const std::string what = xlite::detail::concat("rendezvous '", tag, "'");
     const std::vector<std::int64_t> members =
         group_of(device, replicas.empty() ? replica_groups{} : replica_groups{replicas}, world(), what);
     const auto m =
-        payloads_.attend(device, members, std::move(payload), xlite::detail::message("rendezvous '", tag, "'"), what);
+        payloads_.attend(device, members, std::move(payload), xlite::detail::concat("rendezvous '", tag, "'"), what);
     return in_group_order(m->contributions(), members);
   }
 
@@ -394,9 +394,9 @@ private:
             std::string_view site, std::string_view what) {
     const std::vector<std::int64_t> members = group_of(device, groups, world(), what);
     const std::size_t position = position_in(members, device);
-    std::string description = xlite::detail::message(op, " of ", xlite::name(x->type()), " ", x->shape());
+    std::string description = xlite::detail::concat(op, " of ", xlite::name(x->type()), " ", x->shape());
     if (!groups.empty()) description += " in groups " + format(groups);
-    if (!site.empty()) description += xlite::detail::message(" at ", site);
+    if (!site.empty()) description += xlite::detail::concat(" at ", site);
     auto m = buffers_.attend(device, members, x, std::move(description), what);
     std::vector<input> ordered = in_group_order(m->contributions(), members);
     const std::size_t sorted_position = m->position_of(device);
@@ -488,7 +488,7 @@ gather_from_processes(std::string_view what, std::map<std::int64_t, std::shared_
   const auto group = processes();
   if (!group) return mine;
   static std::atomic<std::uint64_t> calls{0};
-  const std::string key = xlite::detail::message(what, " #", calls.fetch_add(1));
+  const std::string key = xlite::detail::concat(what, " #", calls.fetch_add(1));
   auto kept = std::make_shared<std::map<std::int64_t, std::shared_ptr<const buffer>>>(std::move(mine));
   parcel outgoing;
   for (const auto& [device, b] : *kept) {

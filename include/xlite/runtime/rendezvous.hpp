@@ -363,7 +363,7 @@ public:
       auto& entry = meetings_[{group_key, sequence}];
       if (!entry.m) {
         entry.m = std::make_shared<meeting<Contribution>>(
-            sorted, xlite::detail::message(name_, " [", group_key, "] #", sequence));
+            sorted, xlite::detail::concat(name_, " [", group_key, "] #", sequence));
         std::erase_if(open_, [](const auto& w) { return w.expired(); });
         open_.push_back(entry.m);
       }

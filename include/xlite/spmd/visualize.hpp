@@ -103,7 +103,7 @@ inline std::string visualize(const ir::sharding& s, const xlite::shape& global) 
     }
     return line + "\n";
   };
-  std::string text = xlite::detail::message(global, " in tiles of ", shard, ": ", s, "\n");
+  std::string text = xlite::detail::concat(global, " in tiles of ", shard, ": ", s, "\n");
   text += rule("┌", "┬", "┐");
   for (std::int64_t row = 0; row < rows; ++row) {
     if (row > 0) text += rule("├", "┼", "┤");
