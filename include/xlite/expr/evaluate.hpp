@@ -146,16 +146,17 @@ inline strides_t broadcast_strides(const xlite::shape& target, const xlite::shap
 // Drops length-1 dimensions and merges each dimension into the one before it wherever every
 // leaf steps through the pair as through one dimension, within a group only. `group` gives
 // each dimension's group, non-decreasing; a group left with no dimension (all length 1) is
-// given one of length 1, so that every group has a place in the plan.
-template <std::size_t Leaves>
-loop_plan<Leaves> make_plan(std::span<const std::int64_t> dims, const std::array<strides_t, Leaves>& strides,
-                            std::span<const std::uint8_t> group) {
-  loop_plan<Leaves> plan;
+// given one of length 1, so that every group has a place in the plan. In place:
+// `leaf_strides` holds each leaf's strides over `dims`, and then over the plan's dimensions.
+// Planning runs once per evaluation: out of line and for any number of leaves, it is
+// compiled once per file, not unrolled for every expression's leaves.
+[[gnu::noinline]] inline void make_plan(loop_nest& plan, std::span<strides_t> leaf_strides,
+                                        std::span<const std::int64_t> dims, std::span<const std::uint8_t> group) {
   std::size_t kept = 0;
-  const auto keep = [&](std::int64_t dim, std::uint8_t g, std::size_t source) {
+  const auto keep = [&](std::int64_t dim, std::uint8_t g, std::size_t source) { // source >= kept
     plan.dims[kept] = dim;
     plan.group[kept] = g;
-    for (std::size_t l = 0; l < Leaves; ++l) plan.leaf_strides[l][kept] = dim == 1 ? 0 : strides[l][source];
+    for (strides_t& st : leaf_strides) st[kept] = dim == 1 ? 0 : st[source];
     ++kept;
   };
   for (std::size_t d = 0; d < dims.size(); ++d) {
@@ -170,18 +171,36 @@ loop_plan<Leaves> make_plan(std::span<const std::int64_t> dims, const std::array
   std::size_t write = 0;
   for (std::size_t d = 1; d < kept; ++d) {
     const bool merges = plan.group[d] == plan.group[write] &&
-                        std::all_of(plan.leaf_strides.begin(), plan.leaf_strides.end(),
+                        std::all_of(leaf_strides.begin(), leaf_strides.end(),
                                     [&](const strides_t& st) { return st[write] == st[d] * plan.dims[d]; });
     if (!merges) ++write;
     plan.group[write] = plan.group[d];
     plan.dims[write] = merges ? plan.dims[write] * plan.dims[d] : plan.dims[d];
-    for (auto& st : plan.leaf_strides) st[write] = st[d];
+    for (strides_t& st : leaf_strides) st[write] = st[d];
   }
   plan.rank = write + 1;
-  plan.rows_contiguous = std::all_of(plan.leaf_strides.begin(), plan.leaf_strides.end(),
+  plan.rows_contiguous = std::all_of(leaf_strides.begin(), leaf_strides.end(),
                                      [&](const strides_t& st) { return st[plan.rank - 1] == 1; });
   plan.contiguous = plan.rank == 1 && plan.rows_contiguous;
+}
+
+template <std::size_t Leaves>
+loop_plan<Leaves> make_plan(std::span<const std::int64_t> dims, const std::array<strides_t, Leaves>& strides,
+                            std::span<const std::uint8_t> group) {
+  loop_plan<Leaves> plan;
+  plan.leaf_strides = strides;
+  make_plan(plan, plan.leaf_strides, dims, group);
   return plan;
+}
+
+// A leaf's strides when broadcast to `target`, with dimension d taken from dimension
+// order[d] of target. Out of line, as make_plan.
+[[gnu::noinline]] inline strides_t ordered_broadcast_strides(const xlite::shape& target, const xlite::shape& leaf,
+                                                             std::span<const std::size_t> order) {
+  const strides_t full = broadcast_strides(target, leaf);
+  strides_t strides{};
+  for (std::size_t d = 0; d < order.size(); ++d) strides[d] = full[order[d]];
+  return strides;
 }
 
 // Each memory leaf's strides when broadcast to `target`, in tree order, with dimension d
@@ -192,9 +211,7 @@ std::array<strides_t, memory_leaf_count_v<E>> leaf_strides(const E& e, const xli
   std::array<strides_t, memory_leaf_count_v<E>> strides{};
   std::size_t leaf = 0;
   for_each_memory_leaf(e, [&](const void*, const xlite::shape& s, std::size_t) {
-    const strides_t full = broadcast_strides(target, s);
-    for (std::size_t d = 0; d < order.size(); ++d) strides[leaf][d] = full[order[d]];
-    ++leaf;
+    strides[leaf++] = ordered_broadcast_strides(target, s, order);
   });
   return strides;
 }
@@ -913,6 +930,18 @@ void evaluate_into(const E& e, T* out) {
   });
 }
 
+// Whether the operand of shape s at `data` overlaps `out` and is not exactly the output:
+// `output` is the output's shape, or null where no operand may be the output. Out of line,
+// compiled once per file rather than once per leaf of every expression.
+[[gnu::noinline]] inline bool overlaps(const void* data, const xlite::shape& s, std::size_t element_size,
+                                       std::span<const unsigned char> out, const xlite::shape* output) {
+  const auto* begin = static_cast<const unsigned char*>(data);
+  const auto* end = begin + s.numel() * static_cast<std::int64_t>(element_size);
+  const bool disjoint = end <= out.data() || out.data() + out.size() <= begin;
+  const bool same = output != nullptr && begin == out.data() && s == *output;
+  return !disjoint && !same;
+}
+
 // Whether writing to [out, out + count) could change an operand before it is read: it
 // overlaps a leaf that is not exactly the output itself, or any leaf at all of an
 // expression with deferred leaves (a fused matmul writes the whole output before the
@@ -920,14 +949,10 @@ void evaluate_into(const E& e, T* out) {
 template <class E, class T>
 bool overlaps_operand(const E& e, const T* out, std::int64_t count) {
   bool overlap = false;
-  const auto* out_begin = reinterpret_cast<const unsigned char*>(out);
-  const auto* out_end = reinterpret_cast<const unsigned char*>(out + count);
+  const std::span out_bytes(reinterpret_cast<const unsigned char*>(out), static_cast<std::size_t>(count) * sizeof(T));
+  const xlite::shape* output = deferred_count_v<E> == 0 ? &shape_of(e) : nullptr;
   const auto check = [&](const void* data, const xlite::shape& s, std::size_t element_size, bool may_be_output) {
-    const auto* begin = static_cast<const unsigned char*>(data);
-    const auto* end = begin + s.numel() * static_cast<std::int64_t>(element_size);
-    const bool disjoint = end <= out_begin || out_end <= begin;
-    const bool same = may_be_output && deferred_count_v<E> == 0 && data == out && s == shape_of(e);
-    if (!disjoint && !same) overlap = true;
+    overlap = overlaps(data, s, element_size, out_bytes, may_be_output ? output : nullptr) || overlap;
   };
   const auto visit = [&](const auto& self, const auto& sub) -> void {
     using S = std::remove_cvref_t<decltype(sub)>;
