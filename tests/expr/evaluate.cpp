@@ -168,7 +168,8 @@ TEST_CASE("evaluate: rows that end at an unreadable page evaluate as a loop does
         const at_page_end<T> x_memory(size), b_memory(static_cast<std::size_t>(n)), out_memory(size),
             c_memory(static_cast<std::size_t>(rows));
         const at_page_end<bool> above_memory(size);
-        tensor<T> tiled(shape{rows, n});
+        const tensor<T> ones(shape{n}, T(1));
+    tensor<T> tiled(shape{rows, n});
         for (std::int64_t i = 0; i < n; ++i) b_memory.data()[i] = static_cast<T>(integer(g, -9, 9));
         for (std::int64_t r = 0; r < rows; ++r) c_memory.data()[r] = static_cast<T>(integer(g, -9, 9));
         for (std::int64_t i = 0; i < rows * n; ++i) {
@@ -218,7 +219,9 @@ TEST_CASE("evaluate: rows that end at an unreadable page evaluate as a loop does
 // the row loop that reads it as one broadcast value: rows shorter than a batch, of a few
 // batches and a part, rows that tasks split, each element type and a bool condition, must
 // give the bits of the same expression over the leaf tiled along the rows. (sin picks its
-// range reduction for a whole batch, so this also checks that both loops batch a row alike.)
+// range reduction for a whole batch, so this also checks that both loops batch a row alike:
+// its tiled side is multiplied by a row of ones, which makes it walk rows too, where alone it
+// would be one flat run whose batches cross from row to row.)
 TEST_CASE("evaluate: a leaf broadcast along rows gives the bits of that leaf tiled", "[evaluate][broadcast]") {
   rng g(61);
   const auto check = [&]<class T>(std::int64_t rows, std::int64_t n) {
@@ -226,6 +229,7 @@ TEST_CASE("evaluate: a leaf broadcast along rows gives the bits of that leaf til
     const tensor<T> x = random_tensor<T>(g, shape{rows, n}, -9, 9);
     const tensor<T> c = random_tensor<T>(g, shape{rows, 1}, -9, 9);
     const tensor<bool> keep = random_tensor<T>(g, shape{rows, 1}, -9, 9) > T(0);
+    const tensor<T> ones(shape{n}, T(1));
     tensor<T> tiled(shape{rows, n});
     tensor<bool> keep_tiled(shape{rows, n});
     for (std::int64_t i = 0; i < rows * n; ++i) {
@@ -236,7 +240,7 @@ TEST_CASE("evaluate: a leaf broadcast along rows gives the bits of that leaf til
     CHECK(bitwise_equal(tensor<T>(xlite::where(keep, x, c)), tensor<T>(xlite::where(keep_tiled, x, tiled))));
     if constexpr (std::is_floating_point_v<T>) {
       CHECK(bitwise_equal(tensor<T>(xlite::sin(x * c * T(1000)) + c),
-                          tensor<T>(xlite::sin(x * tiled * T(1000)) + tiled)));
+                          tensor<T>(xlite::sin(x * tiled * T(1000) * ones) + tiled)));
     }
   };
   for (const std::size_t threads : {std::size_t{1}, std::size_t{2}}) {

@@ -736,10 +736,11 @@ template <class Arch, class L, bool Contiguous, class B, class T>
 }
 
 // The bookkeeping of a walk over rows: where a range starts, where the next row starts when
-// a dimension wraps, where a leaf's row starts. Each runs once per task or once per wrap,
-// not per row, and is out of line: inlined into every loop over rows, unrolled for up to
-// max_rank dimensions (and leaves), it made 14% of the compile time of a file that
-// evaluates E3.
+// a dimension wraps, where a leaf's row starts. In a walk each runs once per task or once
+// per wrap, not per row, and is out of line: inlined into every loop over rows, unrolled
+// for up to max_rank dimensions (and leaves), it made 8% of the instructions g++ -O3 runs
+// on a file that evaluates E3. (A column reduction over reduced dimensions that do not
+// merge calls next_index and start_row once per reduced row: unmeasured since.)
 
 // Steps index over dimensions [span.first, span.second) to the next position (the last of
 // them fastest), back to all zeros after the last.
