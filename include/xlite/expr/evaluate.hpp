@@ -143,15 +143,26 @@ inline strides_t broadcast_strides(const xlite::shape& target, const xlite::shap
   return strides;
 }
 
-// Drops length-1 dimensions and merges each dimension into the one before it wherever every
-// leaf steps through the pair as through one dimension, within a group only. `group` gives
-// each dimension's group, non-decreasing; a group left with no dimension (all length 1) is
-// given one of length 1, so that every group has a place in the plan. In place:
-// `leaf_strides` holds each leaf's strides over `dims`, and then over the plan's dimensions.
-// Planning runs once per evaluation: out of line and for any number of leaves, it is
+// The strides with which a leaf of shape `leaf` is read when broadcast to `target`, with
+// dimension d taken from dimension order[d] of target. Out of line, as make_plan.
+[[gnu::noinline]] inline strides_t ordered_broadcast_strides(const xlite::shape& target, const xlite::shape& leaf,
+                                                             std::span<const std::size_t> order) {
+  const strides_t full = broadcast_strides(target, leaf);
+  strides_t strides{};
+  for (std::size_t d = 0; d < order.size(); ++d) strides[d] = full[order[d]];
+  return strides;
+}
+
+// The loop over `target`'s dimensions taken in `order` (dimension d from dimension order[d]
+// of target): drops length-1 dimensions and merges each dimension into the one before it
+// wherever every leaf steps through the pair as through one dimension, within a group only.
+// `group` gives each dimension's group, non-decreasing; a group left with no dimension (all
+// length 1) is given one of length 1, so that every group has a place in the plan. In place:
+// `leaf_strides` holds each leaf's strides over the ordered dimensions, and then over the
+// plan's. Planning runs once per evaluation: out of line and for any number of leaves, it is
 // compiled once per file, not unrolled for every expression's leaves.
-[[gnu::noinline]] inline void make_plan(loop_nest& plan, std::span<strides_t> leaf_strides,
-                                        std::span<const std::int64_t> dims, std::span<const std::uint8_t> group) {
+[[gnu::noinline]] inline void make_plan(loop_nest& plan, std::span<strides_t> leaf_strides, const xlite::shape& target,
+                                        std::span<const std::size_t> order, std::span<const std::uint8_t> group) {
   std::size_t kept = 0;
   const auto keep = [&](std::int64_t dim, std::uint8_t g, std::size_t source) { // source >= kept
     plan.dims[kept] = dim;
@@ -159,10 +170,11 @@ inline strides_t broadcast_strides(const xlite::shape& target, const xlite::shap
     for (strides_t& st : leaf_strides) st[kept] = dim == 1 ? 0 : st[source];
     ++kept;
   };
-  for (std::size_t d = 0; d < dims.size(); ++d) {
-    const bool last_of_group = d + 1 == dims.size() || group[d + 1] != group[d];
-    if (dims[d] != 1) {
-      keep(dims[d], group[d], d);
+  for (std::size_t d = 0; d < order.size(); ++d) {
+    const std::int64_t dim = target[order[d]];
+    const bool last_of_group = d + 1 == order.size() || group[d + 1] != group[d];
+    if (dim != 1) {
+      keep(dim, group[d], d);
     } else if (last_of_group && (kept == 0 || plan.group[kept - 1] != group[d])) {
       keep(1, group[d], d); // the group's only place
     }
@@ -184,36 +196,16 @@ inline strides_t broadcast_strides(const xlite::shape& target, const xlite::shap
   plan.contiguous = plan.rank == 1 && plan.rows_contiguous;
 }
 
-template <std::size_t Leaves>
-loop_plan<Leaves> make_plan(std::span<const std::int64_t> dims, const std::array<strides_t, Leaves>& strides,
-                            std::span<const std::uint8_t> group) {
-  loop_plan<Leaves> plan;
-  plan.leaf_strides = strides;
-  make_plan(plan, plan.leaf_strides, dims, group);
-  return plan;
-}
-
-// A leaf's strides when broadcast to `target`, with dimension d taken from dimension
-// order[d] of target. Out of line, as make_plan.
-[[gnu::noinline]] inline strides_t ordered_broadcast_strides(const xlite::shape& target, const xlite::shape& leaf,
-                                                             std::span<const std::size_t> order) {
-  const strides_t full = broadcast_strides(target, leaf);
-  strides_t strides{};
-  for (std::size_t d = 0; d < order.size(); ++d) strides[d] = full[order[d]];
-  return strides;
-}
-
-// Each memory leaf's strides when broadcast to `target`, in tree order, with dimension d
-// of the result taken from dimension order[d] of target.
+// make_plan for e's memory leaves broadcast to `target`, written into `plan` in place: a copy
+// of a plan just written would wait on its stores.
 template <class E>
-std::array<strides_t, memory_leaf_count_v<E>> leaf_strides(const E& e, const xlite::shape& target,
-                                                           std::span<const std::size_t> order) {
-  std::array<strides_t, memory_leaf_count_v<E>> strides{};
+void plan_leaves(loop_plan<memory_leaf_count_v<E>>& plan, const E& e, const xlite::shape& target,
+                 std::span<const std::size_t> order, std::span<const std::uint8_t> group) {
   std::size_t leaf = 0;
   for_each_memory_leaf(e, [&](const void*, const xlite::shape& s, std::size_t) {
-    strides[leaf++] = ordered_broadcast_strides(target, s, order);
+    plan.leaf_strides[leaf++] = ordered_broadcast_strides(target, s, order);
   });
-  return strides;
+  make_plan(plan, plan.leaf_strides, target, order, group);
 }
 
 // One flat run of `count` elements that every leaf walks with stride 1: the plan when all
@@ -235,9 +227,10 @@ template <class E>
   static constexpr std::array<std::size_t, max_rank> same_order{0, 1, 2, 3, 4, 5, 6, 7};
   static_assert(max_rank == 8);
   const xlite::shape& target = shape_of(e);
-  const auto strides = leaf_strides(e, target, std::span(same_order.data(), target.rank()));
   const std::array<std::uint8_t, max_rank> one_group{};
-  return make_plan(target.dims(), strides, std::span(one_group.data(), target.rank()));
+  loop_plan<memory_leaf_count_v<E>> plan;
+  plan_leaves(plan, e, target, std::span(same_order.data(), target.rank()), std::span(one_group.data(), target.rank()));
+  return plan;
 }
 
 // Whether every memory leaf of e has shape s: nothing is broadcast, and all leaves walk one

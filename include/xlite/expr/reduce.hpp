@@ -162,21 +162,17 @@ reduction_plan<memory_leaf_count_v<E>> plan_reduction(const E& e, const axes& wh
     }
   }
   std::size_t position = 0;
-  std::array<std::int64_t, max_rank> dims{};
   std::array<std::uint8_t, max_rank> groups{};
   for (std::uint8_t g = 0; g < 3; ++g) {
     for (std::size_t d = 0; d < rank; ++d) {
       if (group_of_dim[d] != g) continue;
       order[position] = d;
-      dims[position] = in[d];
       groups[position] = g;
       ++position;
     }
   }
-  const auto strides = leaf_strides(e, in, std::span(order.data(), rank));
-  // Made in place: a copy of the loop plan just written would wait on its stores.
-  reduction_plan<memory_leaf_count_v<E>> plan{
-      .loop = make_plan(std::span(dims.data(), rank), strides, std::span(groups.data(), rank))};
+  reduction_plan<memory_leaf_count_v<E>> plan;
+  plan_leaves(plan.loop, e, in, std::span(order.data(), rank), std::span(groups.data(), rank));
   plan.outer_dims = plan.loop.span_of(0);
   plan.reduced_dims = plan.loop.span_of(1);
   plan.inner_dims = plan.loop.span_of(2);
