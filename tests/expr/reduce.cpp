@@ -275,11 +275,12 @@ TEST_CASE("reduce: XLITE_NUM_THREADS=2 gives the bits of one thread", "[.xlite_n
   });
 }
 
-// The column loop's harder layouts, fixed: two reduced axes that do not merge (each step
-// finds the rows again), and kept rows that a broadcast leaf keeps apart (several rows per
-// task), with 213 columns a row: on AVX-512 a tile of eight batches, one of four, one of one
-// and five scalar columns; on AVX2 six tiles of four, two of one and five scalars.
-// Integer-valued data: the sums are exact, argmax meets ties.
+// The column loop's harder layouts, fixed: two and three reduced axes that do not merge
+// (the rows step along the last and are found again where it wraps, and each tile starts
+// again from the first reduced row), and kept rows that a broadcast leaf keeps apart
+// (several rows per task), with 213 columns a row: on AVX-512 a tile of eight batches, one
+// of four, one of one and five scalar columns; on AVX2 six tiles of four, two of one and
+// five scalars. Integer-valued data: the sums are exact, argmax meets ties.
 TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcast rows", "[reduce]") {
   constexpr std::int64_t columns = 213;
   tensor<float> x(shape{3, 4, 5, columns});
@@ -287,6 +288,8 @@ TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcas
   const tensor<float> y = tensor<float>{1.0f, -2.0f, 3.0f, 0.5f}.reshaped(shape{4, 1}); // broadcast along the last axis
   tensor<float> x3(shape{3, 4, columns});
   std::copy_n(x.data(), x3.size(), x3.data());
+  tensor<float> x6(shape{2, 2, 3, 2, 3, columns});
+  for (std::int64_t i = 0; i < x6.size(); ++i) x6.data()[i] = static_cast<float>((i * 37) % 23 - 11);
 
   tensor<float> sum_02(shape{4, columns}, 0.0f), sum_xy_0(shape{4, columns}, 0.0f);
   tensor<std::int64_t> argmax_xy_0(shape{4, columns}, 0), argmax_2(shape{3, 4, columns}, 0);
@@ -305,6 +308,8 @@ TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcas
   xlite_test::for_each_isa_path([&](xlite::isa) {
     INFO(path_name());
     CHECK(xlite::sum(x, {0, 2}) == sum_02);
+    // Reduced one axis at a time, each a single reduced axis: the same exact sums.
+    CHECK(xlite::sum(x6, {0, 2, 4}) == tensor<float>(xlite::sum(xlite::sum(xlite::sum(x6, {4}), {2}), {0})));
     CHECK(xlite::sum(x3 + y, {0}) == sum_xy_0);
     CHECK(xlite::argmax(x3 + y, {0}) == argmax_xy_0);
     CHECK(xlite::argmax(x, {2}) == argmax_2);

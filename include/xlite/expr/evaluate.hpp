@@ -732,8 +732,7 @@ template <class Arch, class L, bool Contiguous, class B, class T>
 // a dimension wraps, where a leaf's row starts. In a walk each runs once per task or once
 // per wrap, not per row, and is out of line: inlined into every loop over rows, unrolled
 // for up to max_rank dimensions (and leaves), it made 8% of the instructions g++ -O3 runs
-// on a file that evaluates E3. (A column reduction over reduced dimensions that do not
-// merge calls next_index and start_row once per reduced row: unmeasured since.)
+// on a file that evaluates E3.
 
 // Steps index over dimensions [span.first, span.second) to the next position (the last of
 // them fastest), back to all zeros after the last.

@@ -273,7 +273,8 @@ template <class Arch, class L, class B, std::size_t Leaves, class Fold>
   const strides_t* const strides = plan.loop.leaf_strides.data();
   std::array<std::int64_t, max_rank> index{}; // the reduced dimensions' part stays at 0 between tiles
   unravel(plan.loop, plan.outer_dims, p, index);
-  const bool one_reduced_dim = plan.reduced_dims.second - plan.reduced_dims.first == 1;
+  const std::size_t last_reduced = plan.reduced_dims.second - 1;
+  const std::int64_t along_last = plan.loop.dims[last_reduced];
   // A local copy, as in visit_row, that can live in registers: finish's stores could alias
   // the parameter, which lives in the caller's frame.
   B row = bound_expr;
@@ -289,20 +290,32 @@ template <class Arch, class L, class B, std::size_t Leaves, class Fold>
     std::array<accumulator, N> acc{}; // (zeros g++ drops where start fills every one)
 #pragma GCC unroll 8
     for (std::size_t k = 0; k < n; ++k) acc[k] = fold.start(value(k));
-    for (std::int64_t q = 1; q < plan.reduced; ++q) {
-      if (one_reduced_dim) {
-        step_row(row, strides, plan.reduced_dims.first);
-      } else {
-        next_index(plan.loop, plan.reduced_dims, index);
-        start_row(row, strides, index.data(), plan.loop.rank - 1);
-      }
+    const auto add = [&](std::int64_t q) {
 #pragma GCC unroll 8
       for (std::size_t k = 0; k < n; ++k) fold.add(acc[k], q, value(k));
+    };
+    // Each step to the next q moves the rows along the last reduced dimension; only where it
+    // wraps (reduced dimensions that do not merge) is the next row found from the index. A
+    // run along that dimension is a loop without calls: x86-64 keeps no vector register
+    // across a call, and g++ kept the accumulators in memory where the loop over q made one
+    // (one thread, sum(x * x, {0}) of 4096 x 256 floats 70 -> 84 us; now 59; sum(x, {0, 2})
+    // of 256 x 4 x 256 x 16 floats 1040 us with next_index inline, 470 now).
+    for (std::int64_t run = 0; run < plan.reduced; run += along_last) {
+      if (run > 0) {
+        index[last_reduced] = along_last - 1; // not kept up by step_row: where next_index wraps it
+        next_index(plan.loop, plan.reduced_dims, index);
+        start_row(row, strides, index.data(), plan.loop.rank - 1);
+        add(run);
+      }
+      for (std::int64_t q = run + 1; q < run + along_last; ++q) {
+        step_row(row, strides, last_reduced);
+        add(q);
+      }
     }
-    if (!one_reduced_dim) next_index(plan.loop, plan.reduced_dims, index); // back to 0
-    row = at_first_row;
 #pragma GCC unroll 8
     for (std::size_t k = 0; k < n; ++k) fold.finish(acc[k], column + static_cast<std::int64_t>(k) * apart);
+    row = at_first_row;
+    for (std::size_t d = plan.reduced_dims.first; d < plan.reduced_dims.second; ++d) index[d] = 0;
   };
   walk_rows(row, plan.loop, index, plan.inner_dims.first, c_begin, c_end,
             [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
