@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <string>
 #include <type_traits>
 
 TEST_CASE("every xlite exception is an xlite::error and a std::runtime_error", "[error]") {
@@ -14,7 +16,10 @@ TEST_CASE("every xlite exception is an xlite::error and a std::runtime_error", "
   CHECK_THROWS_AS(throw xlite::shape_error("x"), xlite::error);
 }
 
-TEST_CASE("detail::message concatenates anything printable", "[error]") {
+TEST_CASE("detail::message and detail::concat concatenate anything printable", "[error]") {
   CHECK(xlite::detail::message("add: ", 3, " vs ", 4.5, '!') == "add: 3 vs 4.5!");
   CHECK(xlite::detail::message() == "");
+  const std::string name = "all_reduce";
+  CHECK(xlite::detail::concat(name, '[', std::int64_t{-2}, "] ", 0.25f, ' ', true) == "all_reduce[-2] 0.25 1");
+  CHECK(xlite::detail::concat() == "");
 }
