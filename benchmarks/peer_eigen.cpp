@@ -116,6 +116,19 @@ void run_rows_eigen(benchmark::State& state) {
   }
 }
 
+// col_sum as colwise().sum() of the row-major map, into a map of the outputs. One thread.
+void run_columns_eigen(benchmark::State& state) {
+  using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const row_shape s = row_shape_arg(state);
+  const Eigen::Map<const matrix> x(row_input(s, false).data(), s.rows, s.cols);
+  aligned_floats out(s.cols);
+  Eigen::Map<Eigen::RowVectorXf> sums(out.data(), s.cols);
+  time_columns(state, [&] {
+    sums.noalias() = x.colwise().sum();
+    return out.data();
+  });
+}
+
 // row_bias as x.rowwise() + b, row_sigmoid as its logistic in array form (Eigen has no
 // sigmoid) and row_center as x.colwise() - m, into a map of y. One thread.
 template <row_broadcast Case>
@@ -162,6 +175,7 @@ void xlite::bench::register_eigen() {
   register_sized("argmax_xy", "eigen", run_argmax_eigen, expression_sizes, {1})->MinTime(expression_min_time);
   register_rows("row_sum", "eigen", run_rows_eigen<false>, {1});
   register_rows("row_argmax", "eigen", run_rows_eigen<true>, {1});
+  register_rows("col_sum", "eigen", run_columns_eigen, {1});
   register_rows("row_bias", "eigen", run_row_broadcast_eigen<row_broadcast::bias>, {1});
   register_rows("row_sigmoid", "eigen", run_row_broadcast_eigen<row_broadcast::sigmoid>, {1});
   register_rows("row_center", "eigen", run_row_broadcast_eigen<row_broadcast::center>, {1});

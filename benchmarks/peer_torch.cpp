@@ -187,6 +187,18 @@ void run_rows_torch(benchmark::State& state) {
   }
 }
 
+// col_sum as at::sum_out over dimension 0, into an existing tensor.
+void run_columns_torch(benchmark::State& state) {
+  const row_shape s = row_shape_arg(state);
+  set_torch_threads(row_threads_arg(state));
+  const at::Tensor x = input_view(row_input(s, false), {s.rows, s.cols});
+  at::Tensor out = at::empty({s.cols}, at::kFloat);
+  time_columns(state, [&] {
+    at::sum_out(out, x, {0});
+    return out.data_ptr<float>();
+  });
+}
+
 // row_bias as at::add_out(y, x, b); row_sigmoid as that and at::sigmoid_out(y, y) (eager
 // torch makes two passes); row_center as at::sub_out(y, x, m).
 template <row_broadcast Case>
@@ -218,6 +230,7 @@ void xlite::bench::register_torch() {
   register_sized("argmax_xy", "torch", run_argmax_torch, expression_sizes)->MinTime(expression_min_time);
   register_rows("row_sum", "torch", run_rows_torch<false>);
   register_rows("row_argmax", "torch", run_rows_torch<true>);
+  register_rows("col_sum", "torch", run_columns_torch);
   register_rows("row_bias", "torch", run_row_broadcast_torch<row_broadcast::bias>);
   register_rows("row_sigmoid", "torch", run_row_broadcast_torch<row_broadcast::sigmoid>);
   register_rows("row_center", "torch", run_row_broadcast_torch<row_broadcast::center>);

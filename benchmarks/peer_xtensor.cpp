@@ -111,6 +111,21 @@ void run_rows_xtensor(benchmark::State& state) {
   }
 }
 
+// col_sum as xt::noalias(out) = xt::sum(x, {0}), over adaptors. One thread.
+void run_columns_xtensor(benchmark::State& state) {
+  const row_shape s = row_shape_arg(state);
+  const auto rows = static_cast<std::size_t>(s.rows);
+  const auto cols = static_cast<std::size_t>(s.cols);
+  const auto x =
+      xt::adapt(row_input(s, false).data(), rows * cols, xt::no_ownership(), std::array<std::size_t, 2>{rows, cols});
+  aligned_floats buffer(s.cols);
+  auto out = xt::adapt(buffer.data(), cols, xt::no_ownership(), std::array<std::size_t, 1>{cols});
+  time_columns(state, [&] {
+    xt::noalias(out) = xt::sum(x, {0});
+    return buffer.data();
+  });
+}
+
 // row_bias as xt::noalias(y) = x + b, row_sigmoid as 1 / (1 + exp(-(x + b))) (xtensor has
 // no sigmoid) and row_center as xt::noalias(y) = x - m, over adaptors. One thread.
 template <row_broadcast Case>
@@ -136,6 +151,7 @@ void xlite::bench::register_xtensor() {
   register_split_expressions<xtensor_kernels>("xtensor");
   register_rows("row_sum", "xtensor", run_rows_xtensor<false>, {1});
   register_rows("row_argmax", "xtensor", run_rows_xtensor<true>, {1});
+  register_rows("col_sum", "xtensor", run_columns_xtensor, {1});
   register_rows("row_bias", "xtensor", run_row_broadcast_xtensor<row_broadcast::bias>, {1});
   register_rows("row_sigmoid", "xtensor", run_row_broadcast_xtensor<row_broadcast::sigmoid>, {1});
   register_rows("row_center", "xtensor", run_row_broadcast_xtensor<row_broadcast::center>, {1});

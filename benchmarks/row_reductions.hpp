@@ -6,11 +6,14 @@
 //   case        computes                                      bytes (read, written)
 //   row_sum     out[r] = sum of x[r, c] over c                 4 rows cols + 4 rows
 //   row_argmax  out[r] = the first c where x[r, c] is largest  4 rows cols + 8 rows
+//   col_sum     out[c] = sum of x[r, c] over r                 4 rows cols + 4 cols
 //
 // From short rows, where what an output costs beyond its elements decides (a softmax's
 // denominators, a classifier's argmax over its classes), to long ones, where the read
-// bandwidth does. Rows are named "<case>/<impl>/rows:<r>/cols:<c>/threads:<t>". Each impl
-// checks its result after the timed loop and fails the benchmark if it is wrong.
+// bandwidth does. col_sum folds the same matrix down its columns (a bias's gradient, a
+// batch's mean): few columns leave less than a SIMD batch across them. Rows are named
+// "<case>/<impl>/rows:<r>/cols:<c>/threads:<t>". Each impl checks its result after the
+// timed loop and fails the benchmark if it is wrong.
 
 #include <cmath>
 #include <cstdint>
@@ -46,10 +49,11 @@ benchmark::internal::Benchmark* register_rows(std::string_view case_name, std::s
   return b->MinTime(0.2);
 }
 
-// The matrix of a case and shape, made once: deterministic data, for row_sum rounded to
-// multiples of 2^-11, so that every partial sum of a row (at most 4096 in magnitude: fewer
-// than 2^24 units of 2^-11) is a float, and any order of summation gives the exact sum,
-// which the check demands; argmax's keep all 24 bits, so that ties at a maximum stay rare.
+// The matrix of a case and shape, made once: deterministic data in [-1, 1), for the sums
+// rounded to multiples of 2^-10, so that every partial sum of a row or a column (at most
+// 16384 in magnitude: at most 2^24 units of 2^-10) is a float, and any order of summation
+// gives the exact sum, which the checks demand; argmax's keep all 24 bits, so that ties at
+// a maximum stay rare.
 inline const aligned_floats& row_input(row_shape s, bool argmax) {
   static std::map<std::tuple<std::int64_t, std::int64_t, bool>, aligned_floats> made;
   const auto key = std::tuple(s.rows, s.cols, argmax);
@@ -57,25 +61,33 @@ inline const aligned_floats& row_input(row_shape s, bool argmax) {
   if (found == made.end()) {
     aligned_floats x = deterministic_floats(s.rows * s.cols, 7);
     if (!argmax) {
-      for (std::int64_t i = 0; i < x.size(); ++i) x.data()[i] = std::round(x.data()[i] * 0x1p11f) * 0x1p-11f;
+      for (std::int64_t i = 0; i < x.size(); ++i) x.data()[i] = std::round(x.data()[i] * 0x1p10f) * 0x1p-10f;
     }
     found = made.emplace(key, std::move(x)).first;
   }
   return found->second;
 }
 
-// The timed loop: evaluate() computes every row's result and returns where they are;
-// checked after it against the exact sum (a double loop) or the first maximum.
+// The timed loop: evaluate() computes all `outputs` results and returns where they are.
 template <class Out, class Evaluate>
-void time_rows(benchmark::State& state, Evaluate&& evaluate) {
+const Out* time_outputs(benchmark::State& state, std::int64_t outputs, Evaluate&& evaluate) {
   const row_shape s = row_shape_arg(state);
   const Out* out = nullptr;
   for (auto _ : state) {
     out = evaluate();
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(state.iterations() * s.rows *
-                          (s.cols * std::int64_t{sizeof(float)} + std::int64_t{sizeof(Out)}));
+  state.SetBytesProcessed(state.iterations() *
+                          (s.rows * s.cols * std::int64_t{sizeof(float)} + outputs * std::int64_t{sizeof(Out)}));
+  return out;
+}
+
+// Times a row case; checks every row's result against the exact sum (a double loop) or the
+// first maximum.
+template <class Out, class Evaluate>
+void time_rows(benchmark::State& state, Evaluate&& evaluate) {
+  const row_shape s = row_shape_arg(state);
+  const Out* out = time_outputs<Out>(state, s.rows, evaluate);
   const float* x = row_input(s, !std::is_same_v<Out, float>).data();
   for (std::int64_t r = 0; r < s.rows; ++r) {
     const float* row = x + r * s.cols;
@@ -89,6 +101,21 @@ void time_rows(benchmark::State& state, Evaluate&& evaluate) {
       std::int64_t best = 0;
       for (std::int64_t c = 1; c < s.cols; ++c) best = row[c] > row[best] ? c : best;
       if (out[r] != best) return state.SkipWithError(("wrong argmax of row " + std::to_string(r)).c_str());
+    }
+  }
+}
+
+// Times col_sum; checks every column's sum against the exact one (a double loop).
+template <class Evaluate>
+void time_columns(benchmark::State& state, Evaluate&& evaluate) {
+  const row_shape s = row_shape_arg(state);
+  const float* out = time_outputs<float>(state, s.cols, evaluate);
+  const float* x = row_input(s, false).data();
+  for (std::int64_t c = 0; c < s.cols; ++c) {
+    double sum = 0;
+    for (std::int64_t r = 0; r < s.rows; ++r) sum += x[r * s.cols + c];
+    if (static_cast<double>(out[c]) != sum) {
+      return state.SkipWithError(("wrong sum of column " + std::to_string(c)).c_str());
     }
   }
 }

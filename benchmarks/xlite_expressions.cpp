@@ -92,6 +92,20 @@ void run_rows_xlite(benchmark::State& state) {
   }
 }
 
+// col_sum as xlite::sum(x, {0}), into the new tensor it returns.
+void run_columns_xlite(benchmark::State& state) {
+  const row_shape s = row_shape_arg(state);
+  xlite::tensor<float> x(xlite::tensor<float>::uninitialized, xlite::shape{s.rows, s.cols});
+  std::copy_n(row_input(s, false).data(), x.size(), x.data());
+  xlite::thread_pool pool(static_cast<std::size_t>(row_threads_arg(state)));
+  xlite::scoped_thread_pool use(pool);
+  xlite::tensor<float> out;
+  time_columns(state, [&] {
+    out = xlite::sum(x, {0});
+    return out.data();
+  });
+}
+
 // row_bias, row_sigmoid and row_center as y = x + b, y = xlite::sigmoid(x + b) and
 // y = x - m, into an existing y.
 template <row_broadcast Case>
@@ -120,6 +134,7 @@ void xlite::bench::register_xlite_expressions() {
   register_sized("argmax_xy", "xlite", run_argmax_xlite, expression_sizes)->MinTime(expression_min_time);
   register_rows("row_sum", "xlite", run_rows_xlite<false>);
   register_rows("row_argmax", "xlite", run_rows_xlite<true>);
+  register_rows("col_sum", "xlite", run_columns_xlite);
   register_rows("row_bias", "xlite", run_row_broadcast_xlite<row_broadcast::bias>);
   register_rows("row_sigmoid", "xlite", run_row_broadcast_xlite<row_broadcast::sigmoid>);
   register_rows("row_center", "xlite", run_row_broadcast_xlite<row_broadcast::center>);
