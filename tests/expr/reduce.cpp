@@ -257,6 +257,56 @@ TEST_CASE("reduce: rows that end at an unreadable page reduce as a loop does", "
   check.template operator()<std::int32_t>();
 }
 
+TEST_CASE("reduce: columns that end at an unreadable page reduce as a loop does", "[reduce]") {
+  // Down the columns: every count of columns up to past two batches (tiles of one batch and
+  // a masked one, the last row's end at the page), every count of rows up to past two
+  // rounds of four chains and a longer one; on every path. Small integers (sums exact,
+  // ties for argmax), some columns all the lowest value, some with a NaN. sum(x + 1):
+  // padding that is not the identity would count.
+  rng g(59);
+  const auto check = [&]<class T>() {
+    constexpr T lowest = xlite::kernels::reduction<op::max>::identity<T>();
+    for (const std::int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 100}) {
+      for (std::int64_t n = 1; n <= 33; ++n) {
+        INFO(rows << " rows of " << n << " " << xlite::dtype_of_v<T>);
+        const at_page_end<T> memory(static_cast<std::size_t>(rows * n));
+        T* const x = memory.data();
+        const auto at = [&](std::int64_t r, std::int64_t c) -> T& { return x[r * n + c]; };
+        for (std::int64_t c = 0; c < n; ++c) {
+          for (std::int64_t r = 0; r < rows; ++r) at(r, c) = c % 7 == 3 ? lowest : static_cast<T>(integer(g, -6, 6));
+          if constexpr (std::is_floating_point_v<T>) {
+            if (c % 7 == 5) at(integer(g, 0, rows - 1), c) = std::numeric_limits<T>::quiet_NaN();
+          }
+        }
+        const shape s{rows, n};
+        const xlite::expr::tensor_ref<T> leaf{x, xlite::expr::shape_ref::to(s)};
+        xlite_test::for_each_isa_path([&](xlite::isa) {
+          const auto sums = xlite::sum(leaf + T(1), {0});
+          using S = typename decltype(sums)::value_type;
+          const tensor<T> maxima = xlite::max(leaf, {0});
+          const tensor<std::int64_t> first_max = xlite::argmax(leaf, {0});
+          const auto same = [](auto a, auto b) { return a == b || (a != a && b != b); };
+          for (std::int64_t c = 0; c < n; ++c) {
+            // The loops: the first maximum, NaN above all (the first NaN).
+            std::int64_t best = 0;
+            for (std::int64_t r = 1; r < rows; ++r) {
+              if (at(best, c) != at(best, c)) break;
+              if (at(r, c) != at(r, c) || at(r, c) > at(best, c)) best = r;
+            }
+            S sum = 0;
+            for (std::int64_t r = 0; r < rows; ++r) sum += static_cast<S>(at(r, c) + T(1));
+            CHECK(same(sums(c), sum));
+            CHECK(same(maxima(c), at(best, c)));
+            CHECK(first_max(c) == best);
+          }
+        });
+      }
+    }
+  };
+  check.template operator()<float>();
+  check.template operator()<std::int32_t>();
+}
+
 // Run by CTest with XLITE_NUM_THREADS=2, with the cases of the same tag in evaluate.cpp (see
 // tests/expr/CMakeLists.txt): reductions on the default pool give the bits of one thread.
 TEST_CASE("reduce: XLITE_NUM_THREADS=2 gives the bits of one thread", "[.xlite_num_threads_2]") {

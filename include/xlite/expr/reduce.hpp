@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -255,17 +256,40 @@ template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatc
   }
 }
 
+// A Fold whose accumulators of separate chains of one column's positions merge: it gives
+// the accumulator of no position (identity) and merges two (merge).
+template <class Fold, class A>
+concept merging_fold = requires(const A& a) {
+  { Fold::template identity<A>() } -> std::same_as<A>;
+  { Fold::merge(a, a) } -> std::same_as<A>;
+};
+
+// Four chains of one column: chains 1 to 3 start at no position (chain 0 at position 0).
+template <class Fold, class A>
+void start_chains(std::array<A, 4>& chain) {
+  for (std::size_t c = 1; c < chain.size(); ++c) chain[c] = Fold::template identity<A>();
+}
+
+// Four chains' accumulators merged pairwise, (0 1) (2 3): the order fixed, as the bits of
+// the result depend on it.
+template <class Fold, class A>
+A merge_chains(const std::array<A, 4>& chain) {
+  return Fold::merge(Fold::merge(chain[0], chain[1]), Fold::merge(chain[2], chain[3]));
+}
+
 // Folds columns [c_begin, c_end) of output row p (the innermost dimension kept) over the
 // reduced positions q in order, SIMD across outputs, a tile of columns at a time: eight
-// batches (AVX-512), four, then single batches, then the columns left over as scalars.
-// A tile's accumulators live in registers through all of q, and each step to the next q
-// moves the leaves' rows instead of finding them again. (Folding row by row into the
-// outputs in memory, as this did before, took twice as long on one thread at 256 x 256:
-// each output batch waited on its own store from the row before.) The Fold gives an
-// accumulator for the value at q = 0 (start(v)), adds the value at q (add(acc, q, v)) and
-// stores a finished accumulator for column c (finish(acc, c)), on batches and on scalars
-// alike. Which tile a column falls in, and so whether it is folded as a batch or as a
-// scalar, depends only on the task's columns, which the reduced count fixes. Flattened.
+// batches (AVX-512), four, then single batches, then the columns left over as one masked
+// batch (with no SIMD path, tiles of 256 scalars). A tile's accumulators live in registers
+// through all of q, and each step to the next q moves the leaves' rows instead of finding
+// them again. (Folding row by row into the outputs in memory, as this did before, took
+// twice as long on one thread at 256 x 256: each output batch waited on its own store from
+// the row before.) The Fold gives an accumulator for the value at q = 0 (start(v)), adds
+// the value at q (add(acc, q, v)) and stores a finished accumulator for column c
+// (finish(acc, c), finish_first(acc, c, count) for a masked batch), on batches and on
+// scalars alike; a merging_fold's single batches fold in four chains. Which tile a column
+// falls in, and so how it is folded, depends only on the task's columns, which the reduced
+// count fixes. Flattened.
 template <class Arch, class L, class B, std::size_t Leaves, class Fold>
 [[gnu::flatten]] void fold_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, std::int64_t p,
                                    std::int64_t c_begin, std::int64_t c_end, const Fold& fold) {
@@ -279,20 +303,30 @@ template <class Arch, class L, class B, std::size_t Leaves, class Fold>
   // the parameter, which lives in the caller's frame.
   B row = bound_expr;
   // Folds n <= N values of arch A from position j of the current row, `apart` apart, into
-  // columns from `column`.
-  const auto fold_tile = [&]<class A, std::size_t N>(std::int64_t j, std::int64_t apart, std::size_t n,
-                                                     std::int64_t column) {
+  // columns from `column`. Masked (N = 1): a batch of which only the first `lanes` are
+  // columns, read and stored alone.
+  const auto fold_tile = [&]<class A, std::size_t N, bool Masked = false>(
+      std::int64_t j, std::int64_t apart, std::size_t n, std::int64_t column, std::size_t lanes = 0) {
     const auto value = [&](std::size_t k) {
-      return row.template get<A, L, false>(j + static_cast<std::int64_t>(k) * apart);
+      if constexpr (Masked) {
+        return row.template get_first<A, L, false>(j, lanes);
+      } else {
+        return row.template get<A, L, false>(j + static_cast<std::int64_t>(k) * apart);
+      }
     };
     const B at_first_row = row;
     using accumulator = decltype(fold.start(value(0)));
-    std::array<accumulator, N> acc{}; // (zeros g++ drops where start fills every one)
+    // A tile of one batch folds into `chains` accumulators in turn, where the fold can merge
+    // them (not argmax's): with one, each step waited on the last one's add (one thread,
+    // sum(x, {0}) of 16384 x 16 floats 14 -> 11 us, of 16384 x 10 16 -> 10).
+    constexpr std::size_t chains = N == 1 && merging_fold<Fold, accumulator> ? 4 : 1;
+    std::array<accumulator, N * chains> acc{}; // chain c of column k at c * N + k; zeros g++ drops
 #pragma GCC unroll 8
     for (std::size_t k = 0; k < n; ++k) acc[k] = fold.start(value(k));
-    const auto add = [&](std::int64_t q) {
+    if constexpr (chains > 1) start_chains<Fold>(acc);
+    const auto add = [&](std::size_t chain, std::int64_t q) {
 #pragma GCC unroll 8
-      for (std::size_t k = 0; k < n; ++k) fold.add(acc[k], q, value(k));
+      for (std::size_t k = 0; k < n; ++k) fold.add(acc[chain * N + k], q, value(k));
     };
     // Each step to the next q moves the rows along the last reduced dimension; only where it
     // wraps (reduced dimensions that do not merge) is the next row found from the index. A
@@ -305,15 +339,31 @@ template <class Arch, class L, class B, std::size_t Leaves, class Fold>
         index[last_reduced] = along_last - 1; // not kept up by step_row: where next_index wraps it
         next_index(plan.loop, plan.reduced_dims, index);
         start_row(row, strides, index.data(), plan.loop.rank - 1);
-        add(run);
+        add(0, run);
       }
-      for (std::int64_t q = run + 1; q < run + along_last; ++q) {
+      std::int64_t q = run + 1;
+      const std::int64_t run_end = run + along_last;
+      if constexpr (chains > 1) {
+        for (; q + static_cast<std::int64_t>(chains) <= run_end; q += chains) {
+#pragma GCC unroll 4
+          for (std::size_t c = 0; c < chains; ++c) {
+            step_row(row, strides, last_reduced);
+            add(c, q + static_cast<std::int64_t>(c));
+          }
+        }
+      }
+      for (; q < run_end; ++q) {
         step_row(row, strides, last_reduced);
-        add(q);
+        add(0, q);
       }
     }
+    if constexpr (chains > 1) acc[0] = merge_chains<Fold>(acc);
+    if constexpr (Masked) {
+      fold.finish_first(acc[0], column, lanes);
+    } else {
 #pragma GCC unroll 8
-    for (std::size_t k = 0; k < n; ++k) fold.finish(acc[k], column + static_cast<std::int64_t>(k) * apart);
+      for (std::size_t k = 0; k < n; ++k) fold.finish(acc[k], column + static_cast<std::int64_t>(k) * apart);
+    }
     row = at_first_row;
     for (std::size_t d = plan.reduced_dims.first; d < plan.reduced_dims.second; ++d) index[d] = 0;
   };
@@ -334,15 +384,21 @@ template <class Arch, class L, class B, std::size_t Leaves, class Fold>
                 if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) fold_tiles_of.template operator()<8>();
                 fold_tiles_of.template operator()<4>();
                 fold_tiles_of.template operator()<1>();
-              }
-              // What is left: fewer columns than a batch has lanes, or any number of them
-              // where there is no SIMD path. There, tiles of 256 columns: g++ vectorizes the
-              // loop over a tile's columns itself, and tiles of 16 took 1.6-3x the time of the
-              // row-by-row loop before for max over 256 x 256 and sum over 8 x 64 x 128 floats.
-              constexpr std::int64_t scalar_tile = std::is_same_v<Arch, kernels::scalar_arch> ? 256 : width;
-              for (; j < stop; j += scalar_tile) {
-                const auto n = static_cast<std::size_t>(std::min(scalar_tile, stop - j));
-                fold_tile.template operator()<kernels::scalar_arch, scalar_tile>(j, 1, n, column_of_0 + j);
+                // Fewer columns than a batch has lanes: one masked batch. As scalars, they
+                // took sum(x, {0}) of 16384 x 10 floats 37 us on one thread (now 10).
+                if (j < stop) {
+                  fold_tile.template operator()<Arch, 1, true>(j, width, 1, column_of_0 + j,
+                                                               static_cast<std::size_t>(stop - j));
+                }
+              } else {
+                // No SIMD path: tiles of 256 columns. g++ vectorizes the loop over a tile's
+                // columns itself, and tiles of 16 took 1.6-3x the time of the row-by-row
+                // loop before for max over 256 x 256 and sum over 8 x 64 x 128 floats.
+                constexpr std::int64_t scalar_tile = 256;
+                for (; j < stop; j += scalar_tile) {
+                  const auto n = static_cast<std::size_t>(std::min(scalar_tile, stop - j));
+                  fold_tile.template operator()<Arch, scalar_tile>(j, 1, n, column_of_0 + j);
+                }
               }
             });
 }
@@ -620,6 +676,20 @@ struct fold_reduction {
       row[c] = acc;
     }
   }
+  // finish of a batch of which only the first `count` lanes are columns.
+  template <class A>
+  void finish_first(const A& acc, std::int64_t c, std::size_t count) const {
+    kernels::store_first(row + c, acc, count);
+  }
+  // Accumulators of separate chains of one column's positions, and how they merge.
+  template <class A>
+  static A identity() {
+    return A(red::template identity<R>());
+  }
+  template <class A>
+  static A merge(const A& a, const A& b) {
+    return red::combine(a, b);
+  }
 };
 
 template <op O, class E>
@@ -809,9 +879,14 @@ struct fold_argmax {
   }
   template <class X>
   void finish(const column_best<X>& acc, std::int64_t c) const {
+    finish_first(acc, c, X::size);
+  }
+  // finish of a batch of which only the first `count` lanes are columns.
+  template <class X>
+  void finish_first(const column_best<X>& acc, std::int64_t c, std::size_t count) const {
     std::array<V, X::size> at;
     acc.at.store_unaligned(at.data());
-    for (std::size_t lane = 0; lane < X::size; ++lane)
+    for (std::size_t lane = 0; lane < count; ++lane)
       row[c + static_cast<std::int64_t>(lane)] = static_cast<std::int64_t>(at[lane]);
   }
   void finish(const kernels::argmax_candidate<V>& acc, std::int64_t c) const { row[c] = acc.at; }
