@@ -50,8 +50,8 @@ benchmark::internal::Benchmark* register_rows(std::string_view case_name, std::s
 }
 
 // The matrix of a case and shape, made once: deterministic data in [-1, 1), for the sums
-// rounded to multiples of 2^-10, so that every partial sum of a row or a column (at most
-// 16384 in magnitude: at most 2^24 units of 2^-10) is a float, and any order of summation
+// rounded to multiples of 2^-10 (in [-1, 1]), so that every partial sum of a row or a
+// column (at most 16384 in magnitude: at most 2^24 units of 2^-10) is a float, and any order of summation
 // gives the exact sum, which the checks demand; argmax's keep all 24 bits, so that ties at
 // a maximum stay rare.
 inline const aligned_floats& row_input(row_shape s, bool argmax) {

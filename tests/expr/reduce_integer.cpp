@@ -29,7 +29,7 @@ TEST_CASE("reduce: integer reductions are exact; sum and prod accumulate in int6
   static_assert(
       std::is_same_v<decltype(xlite::max(std::declval<const tensor<std::int32_t>&>(), {0})), tensor<std::int32_t>>);
   // A sum past the range of int32, and one of uint8 (the scalar path: no uint8 batches).
-  // Down the columns of `big`, the scalar path folds tiles of 16 columns over the rows.
+  // Down the columns of `big`, the scalar path folds tiles of 256 columns over the rows.
   tensor<std::int32_t> big(shape{3, 50001});
   tensor<std::int64_t> big_columns(shape{50001});
   for (std::int64_t j = 0; j < 50001; ++j) {

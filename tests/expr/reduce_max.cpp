@@ -129,7 +129,7 @@ TEST_CASE("reduce: bad axes of max, min and argmax are index_errors naming the o
 // row's masked end, which block) must not change the answer. For every pair of positions i < j
 // (of a row of 85: on AVX-512 a group of four batches of 16, a batch, a masked end; and a few
 // pairs across two blocks): equal maxima give i, a maximum then a NaN j, NaN at both i; in a
-// row, and down columns that SIMD runs across (one batch of 16 and a scalar column). On one
+// row, and down columns that SIMD runs across (one batch of 16 and a masked one). On one
 // thread and on three, so that the two blocks also run on threads of their own, whatever
 // the machine's core count.
 TEST_CASE("reduce: argmax finds the first maximum or NaN at every pair of positions", "[reduce][special]") {

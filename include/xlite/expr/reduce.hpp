@@ -18,7 +18,12 @@
 // lane left to right; blocks combine left to right. (The order depends on the batch width, so
 // two ISA paths may differ in the last bits of a floating-point sum; each is reproducible.)
 // When the innermost input dimension is kept, each output element instead accumulates its
-// reduced elements one at a time in row-major order, SIMD across outputs. argmax walks the
+// reduced elements one at a time in row-major order, SIMD across outputs; where its column
+// falls in a tile of a single batch (the last columns of a row), sum, mean, prod, max and
+// min accumulate them in four chains in turn, restarted on chain 0 at each run along the
+// last reduced dimension and merged pairwise (fold_columns). So the bits may depend on
+// the tile and on how the reduced dimensions merge (which a broadcast leaf decides), never
+// on the thread count. argmax walks the
 // same loops; its answer, the first maximum (NaN counting as the largest), does not depend
 // on the order.
 
@@ -256,6 +261,13 @@ template <class Arch, class L, bool Contiguous, class B, class Acc, class OnBatc
   }
 }
 
+// Four chains' accumulators merged pairwise, (0 1) (2 3): the order fixed, as the bits of
+// the result depend on it. The row loops' accumulators and fold_columns' chains alike.
+template <class A, class Merge>
+A merge_pairwise(const std::array<A, 4>& chain, Merge merge) {
+  return merge(merge(chain[0], chain[1]), merge(chain[2], chain[3]));
+}
+
 // A Fold whose accumulators of separate chains of one column's positions merge: it gives
 // the accumulator of no position (identity) and merges two (merge).
 template <class Fold, class A>
@@ -264,21 +276,22 @@ concept merging_fold = requires(const A& a) {
   { Fold::merge(a, a) } -> std::same_as<A>;
 };
 
-// Four chains of one column: chains 1 to 3 start at no position (chain 0 at position 0).
+// How many chains a single batch of columns folds into, where its Fold merges them.
+inline constexpr std::size_t column_chains = 4;
+
+// The chains of one column after the first start at no position (the first at position 0).
 template <class Fold, class A>
-void start_chains(std::array<A, 4>& chain) {
+void start_chains(std::array<A, column_chains>& chain) {
   for (std::size_t c = 1; c < chain.size(); ++c) chain[c] = Fold::template identity<A>();
 }
-
-// Four chains' accumulators merged pairwise, (0 1) (2 3): the order fixed, as the bits of
-// the result depend on it.
 template <class Fold, class A>
-A merge_chains(const std::array<A, 4>& chain) {
-  return Fold::merge(Fold::merge(chain[0], chain[1]), Fold::merge(chain[2], chain[3]));
+A merge_chains(const std::array<A, column_chains>& chain) {
+  return merge_pairwise(chain, [](const A& a, const A& b) { return Fold::merge(a, b); });
 }
 
 // Folds columns [c_begin, c_end) of output row p (the innermost dimension kept) over the
-// reduced positions q in order, SIMD across outputs, a tile of columns at a time: eight
+// reduced positions q in order (single batches: in chains), SIMD across outputs, a tile of
+// columns at a time: eight
 // batches (AVX-512), four, then single batches, then the columns left over as one masked
 // batch (with no SIMD path, tiles of 256 scalars). A tile's accumulators live in registers
 // through all of q, and each step to the next q moves the leaves' rows instead of finding
@@ -287,9 +300,9 @@ A merge_chains(const std::array<A, 4>& chain) {
 // the row before.) The Fold gives an accumulator for the value at q = 0 (start(v)), adds
 // the value at q (add(acc, q, v)) and stores a finished accumulator for column c
 // (finish(acc, c), finish_first(acc, c, count) for a masked batch), on batches and on
-// scalars alike; a merging_fold's single batches fold in four chains. Which tile a column
-// falls in, and so how it is folded, depends only on the task's columns, which the reduced
-// count fixes. Flattened.
+// scalars alike; a merging_fold's single batches fold in column_chains chains. Which tile
+// a column falls in, and so how it is folded, depends only on the task's columns, which
+// the reduced count fixes. Flattened.
 template <class Arch, class L, class B, std::size_t Leaves, class Fold>
 [[gnu::flatten]] void fold_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, std::int64_t p,
                                    std::int64_t c_begin, std::int64_t c_end, const Fold& fold) {
@@ -304,7 +317,7 @@ template <class Arch, class L, class B, std::size_t Leaves, class Fold>
   B row = bound_expr;
   // Folds n <= N values of arch A from position j of the current row, `apart` apart, into
   // columns from `column`. Masked (N = 1): a batch of which only the first `lanes` are
-  // columns, read and stored alone.
+  // columns, read and stored alone (`apart` and `n` unused).
   const auto fold_tile = [&]<class A, std::size_t N, bool Masked = false>(
       std::int64_t j, std::int64_t apart, std::size_t n, std::int64_t column, std::size_t lanes = 0) {
     const auto value = [&](std::size_t k) {
@@ -319,7 +332,7 @@ template <class Arch, class L, class B, std::size_t Leaves, class Fold>
     // A tile of one batch folds into `chains` accumulators in turn, where the fold can merge
     // them (not argmax's): with one, each step waited on the last one's add (one thread,
     // sum(x, {0}) of 16384 x 16 floats 14 -> 11 us, of 16384 x 10 16 -> 10).
-    constexpr std::size_t chains = N == 1 && merging_fold<Fold, accumulator> ? 4 : 1;
+    constexpr std::size_t chains = N == 1 && merging_fold<Fold, accumulator> ? column_chains : 1;
     std::array<accumulator, N * chains> acc{}; // chain c of column k at c * N + k; zeros g++ drops
 #pragma GCC unroll 8
     for (std::size_t k = 0; k < n; ++k) acc[k] = fold.start(value(k));
@@ -332,8 +345,8 @@ template <class Arch, class L, class B, std::size_t Leaves, class Fold>
     // wraps (reduced dimensions that do not merge) is the next row found from the index. A
     // run along that dimension is a loop without calls: x86-64 keeps no vector register
     // across a call, and g++ kept the accumulators in memory where the loop over q made one
-    // (one thread, sum(x * x, {0}) of 4096 x 256 floats 70 -> 84 us; now 59; sum(x, {0, 2})
-    // of 256 x 4 x 256 x 16 floats 1040 us with next_index inline, 470 now).
+    // (one thread, sum(x * x, {0}) of 4096 x 256 floats: 68 us with next_index inline, 84
+    // out of line, 61 now; sum(x * x, {0, 2}) of 256 x 4 x 256 x 16 floats: 1218, 2020, 398).
     for (std::int64_t run = 0; run < plan.reduced; run += along_last) {
       if (run > 0) {
         index[last_reduced] = along_last - 1; // not kept up by step_row: where next_index wraps it
@@ -641,7 +654,7 @@ struct accumulators {
   // four whatever the rows' length: the identity adds nothing, and three adds cost less
   // than the branches that would skip them.
   batch chains_total(std::int64_t /*length*/ = std::numeric_limits<std::int64_t>::max()) const {
-    return red::combine(red::combine(lanes[0], lanes[1]), red::combine(lanes[2], lanes[3]));
+    return merge_pairwise(lanes, [](const batch& a, const batch& b) { return red::combine(a, b); });
   }
   R total() const { return kernels::combine_lanes<O, R, Arch>(chains_total()); }
   // total() of a batch's lanes of outputs at once, from their chains_total(), into out.
