@@ -17,12 +17,13 @@ namespace {
 
 using namespace xlite::bench;
 
-// A copy of one of the shared inputs, as a 1-D tensor.
-xlite::tensor<float> tensor_of(const aligned_floats& values) {
-  xlite::tensor<float> t(xlite::tensor<float>::uninitialized, xlite::shape{values.size()});
-  std::copy_n(values.data(), values.size(), t.data());
+// A copy of one of the shared inputs as a tensor of shape s, by default 1-D.
+xlite::tensor<float> tensor_of(const aligned_floats& values, const xlite::shape& s) {
+  xlite::tensor<float> t(xlite::tensor<float>::uninitialized, s);
+  std::copy_n(values.data(), t.size(), t.data());
   return t;
 }
+xlite::tensor<float> tensor_of(const aligned_floats& values) { return tensor_of(values, xlite::shape{values.size()}); }
 
 void run_expression_xlite(benchmark::State& state, const expression_case& c) {
   using in = expression_inputs;
@@ -73,8 +74,7 @@ void run_argmax_xlite(benchmark::State& state) {
 template <bool Argmax>
 void run_rows_xlite(benchmark::State& state) {
   const row_shape s = row_shape_arg(state);
-  xlite::tensor<float> x(xlite::tensor<float>::uninitialized, xlite::shape{s.rows, s.cols});
-  std::copy_n(row_input(s, Argmax).data(), x.size(), x.data());
+  const xlite::tensor<float> x = tensor_of(row_input(s, Argmax), xlite::shape{s.rows, s.cols});
   xlite::thread_pool pool(static_cast<std::size_t>(row_threads_arg(state)));
   xlite::scoped_thread_pool use(pool);
   if constexpr (Argmax) {
@@ -95,8 +95,7 @@ void run_rows_xlite(benchmark::State& state) {
 // col_sum as xlite::sum(x, {0}), into the new tensor it returns.
 void run_columns_xlite(benchmark::State& state) {
   const row_shape s = row_shape_arg(state);
-  xlite::tensor<float> x(xlite::tensor<float>::uninitialized, xlite::shape{s.rows, s.cols});
-  std::copy_n(row_input(s, false).data(), x.size(), x.data());
+  const xlite::tensor<float> x = tensor_of(row_input(s, false), xlite::shape{s.rows, s.cols});
   xlite::thread_pool pool(static_cast<std::size_t>(row_threads_arg(state)));
   xlite::scoped_thread_pool use(pool);
   xlite::tensor<float> out;
@@ -111,13 +110,10 @@ void run_columns_xlite(benchmark::State& state) {
 template <row_broadcast Case>
 void run_row_broadcast_xlite(benchmark::State& state) {
   const row_shape s = row_shape_arg(state);
-  xlite::tensor<float> x(xlite::tensor<float>::uninitialized, xlite::shape{s.rows, s.cols});
-  xlite::tensor<float> b(xlite::tensor<float>::uninitialized, xlite::shape{s.cols});
-  xlite::tensor<float> m(xlite::tensor<float>::uninitialized, xlite::shape{s.rows, 1});
+  const xlite::tensor<float> x = tensor_of(row_input(s, false), xlite::shape{s.rows, s.cols});
+  const xlite::tensor<float> b = tensor_of(row_bias_input(s), xlite::shape{s.cols});
+  const xlite::tensor<float> m = tensor_of(row_center_input(s), xlite::shape{s.rows, 1});
   xlite::tensor<float> y(xlite::tensor<float>::uninitialized, xlite::shape{s.rows, s.cols});
-  std::copy_n(row_input(s, false).data(), x.size(), x.data());
-  std::copy_n(row_bias_input(s).data(), b.size(), b.data());
-  std::copy_n(row_center_input(s).data(), m.size(), m.data());
   xlite::thread_pool pool(static_cast<std::size_t>(row_threads_arg(state)));
   xlite::scoped_thread_pool use(pool);
   time_row_broadcast(state, Case, y.data(), [&] {
