@@ -6,7 +6,9 @@
 // that keep IEEE semantics, folds scalar-only subexpressions, and returns a node. Nothing
 // is computed on tensors here.
 
+#include <array>
 #include <optional>
+#include <span>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -50,24 +52,39 @@ std::remove_cvref_t<E> to_operand(E&& e) {
 template <class S>
 requires is_plain_scalar_v<S> scalar<S> to_operand(S s) { return {s}; }
 
-// A scalar operand takes the element type T of the expression it joins.
+// Within one call of a builder: an expression argument itself, by reference, else the
+// operand a tensor or a number makes. Builders pass operands on by reference, so that a
+// node copies each operand once, into itself: every copy of a subexpression copies each
+// of its shapes (expr/shape_ref.hpp), which made most of the code that builds E3.
+template <class A>
+decltype(auto) operand_of(A&& a) {
+  if constexpr (expression<A>) {
+    return std::forward<A>(a);
+  } else {
+    return to_operand(std::forward<A>(a));
+  }
+}
+
+// A scalar operand takes the element type T of the expression it joins; any other is
+// passed on as it is.
 template <class T, class E>
-auto adopt(E operand) {
-  if constexpr (is_scalar_leaf_v<E> && !std::is_void_v<T>) {
-    using S = typename E::value_type;
+decltype(auto) adopt(E&& operand) {
+  using O = std::remove_cvref_t<E>;
+  if constexpr (is_scalar_leaf_v<O> && !std::is_void_v<T>) {
+    using S = typename O::value_type;
     static_cast<void>(sizeof(checks::scalar_must_fit<T, S>));
-    if constexpr (is_constant_v<E>) {
-      return scalar<T>{static_cast<T>(E::value)};
+    if constexpr (is_constant_v<O>) {
+      return scalar<T>{static_cast<T>(O::value)};
     } else {
       return scalar<T>{static_cast<T>(operand.value)};
     }
   } else {
-    return operand;
+    return std::forward<E>(operand);
   }
 }
 
 template <class T, class E>
-using adopted_t = decltype(adopt<T>(std::declval<E>()));
+using adopted_t = std::remove_cvref_t<decltype(adopt<T>(std::declval<E>()))>;
 
 template <class E>
 constexpr bool is_constant_equal(double v) {
@@ -87,39 +104,62 @@ auto scalar_value(const E& e) {
   }
 }
 
-// The operands' broadcast shape. Operands of one shape, the common case, cost a comparison
-// each, and the node refers to the shape its first operand refers to (expr/shape_ref.hpp).
+// The broadcast shape of an op's operand shapes (at least one). Where every shape equals
+// the first, the common case, the node carries the first operand's shape as that operand
+// does (`carried`, null where it holds no shape_ref): a node over tensors refers to the
+// shape they refer to (expr/shape_ref.hpp). Out of line, compiled once per file rather than
+// in the builder of every node type.
+[[gnu::noinline]] inline shape_ref broadcast_operand_shapes(op o, const shape_ref* carried,
+                                                            std::span<const xlite::shape* const> shapes) {
+  const xlite::shape* result = shapes[0];
+  std::optional<xlite::shape> widened;
+  for (const xlite::shape* s : shapes.subspan(1)) {
+    if (*s == *result) continue;
+    widened = broadcast_shapes(*result, *s, name(o));
+    result = &*widened;
+  }
+  if (widened) return shape_ref(*widened);
+  return carried != nullptr ? *carried : shape_ref(*shapes[0]);
+}
+
+// The operands' broadcast shape; scalars (rank 0) change nothing.
 template <class... E>
 shape_ref broadcast_all(op o, const E&... operands) {
-  std::optional<shape_ref> result; // the first non-scalar operand's, until one differs
-  const auto broadcast_with = [&](const auto& operand) {
-    if constexpr (!is_scalar_leaf_v<std::remove_cvref_t<decltype(operand)>>) { // rank 0 changes nothing
-      if (!result) {
-        result.emplace(carried_shape(operand));
-      } else if (!(shape_of(operand) == result->get())) {
-        result.emplace(broadcast_shapes(result->get(), shape_of(operand), name(o)));
+  constexpr std::size_t count = (std::size_t{!is_scalar_leaf_v<E>} + ... + 0);
+  if constexpr (count == 0) {
+    return shape_ref(xlite::shape());
+  } else {
+    std::array<const xlite::shape*, count> shapes{};
+    const shape_ref* carried = nullptr;
+    std::size_t k = 0;
+    const auto add = [&]<class S>(const S& operand) {
+      if constexpr (!is_scalar_leaf_v<S>) {
+        if constexpr (std::is_same_v<decltype(operand.shape), shape_ref>) {
+          if (k == 0) carried = &operand.shape;
+        }
+        shapes[k++] = &shape_of(operand);
       }
-    }
-  };
-  (broadcast_with(operands), ...);
-  return result ? *result : shape_ref(xlite::shape());
+    };
+    (add(operands), ...);
+    return broadcast_operand_shapes(o, carried, shapes);
+  }
 }
 
 // The node for op O over operands that are already xlite operands.
-template <op O, class... E>
-auto make_node(E... operands) {
+template <op O, class... A>
+auto make_node(A&&... operands) {
   constexpr dtype_rule rule = info(O).rule;
-  if constexpr ((is_scalar_leaf_v<E> && ...)) {
+  if constexpr ((is_scalar_leaf_v<std::remove_cvref_t<A>> && ...)) {
     // Constant folding: a scalar-only subexpression is computed once, here.
-    using common = std::common_type_t<typename E::value_type...>;
+    using common = std::common_type_t<typename std::remove_cvref_t<A>::value_type...>;
     using computed =
         std::conditional_t<rule == dtype_rule::to_floating && !std::is_floating_point_v<common>, double, common>;
     const auto value = kernels::elementwise<O>{}(static_cast<computed>(scalar_value(operands))...);
     return scalar<std::remove_cvref_t<decltype(value)>>{value};
   } else if constexpr (rule == dtype_rule::promote_data) { // where(condition, a, b)
-    return make_where(operands...);
+    return make_where(std::forward<A>(operands)...);
   } else {
-    using T = typename common_element<O, E...>::type;
+    using T = typename common_element<O, std::remove_cvref_t<A>...>::type;
     static_cast<void>(sizeof(checks::not_bfloat16<O, T>));
     if constexpr (rule == dtype_rule::to_boolean &&
                   (O == op::logical_and || O == op::logical_or || O == op::logical_not)) {
@@ -131,27 +171,28 @@ auto make_node(E... operands) {
     }
     using R = std::conditional_t<rule == dtype_rule::to_boolean, bool, T>;
     shape_ref s = broadcast_all(O, operands...);
-    return node<O, R, adopted_t<T, E>...>{{adopt<T>(std::move(operands))...}, std::move(s)};
+    return node<O, R, adopted_t<T, A>...>{{adopt<T>(std::forward<A>(operands))...}, std::move(s)};
   }
 }
 
 template <class C, class A, class B>
-auto make_where(C condition, A a, B b) {
-  using T = typename common_element<op::where, A, B>::type;
-  static_cast<void>(sizeof(checks::needs_booleans<op::where, typename C::value_type>));
+auto make_where(C&& condition, A&& a, B&& b) {
+  using T = typename common_element<op::where, std::remove_cvref_t<A>, std::remove_cvref_t<B>>::type;
+  using Condition = std::remove_cvref_t<C>;
+  static_cast<void>(sizeof(checks::needs_booleans<op::where, typename Condition::value_type>));
   shape_ref s = broadcast_all(op::where, condition, a, b);
-  return node<op::where, T, C, adopted_t<T, A>, adopted_t<T, B>>{
-      {std::move(condition), adopt<T>(std::move(a)), adopt<T>(std::move(b))}, std::move(s)};
+  return node<op::where, T, Condition, adopted_t<T, A>, adopted_t<T, B>>{
+      {std::forward<C>(condition), adopt<T>(std::forward<A>(a)), adopt<T>(std::forward<B>(b))}, std::move(s)};
 }
 
 // x * 1, x / 1, x - 0 (and x + 0 for integers) are x. x + 0 is not x for floating point:
 // -0.0 + 0 is +0.0. No rule drops an operand that could be NaN or Inf (x * 0 stays).
 template <op O, class A, class B>
 auto binary(A&& a, B&& b) {
-  auto x = to_operand(std::forward<A>(a));
-  auto y = to_operand(std::forward<B>(b));
-  using X = decltype(x);
-  using Y = decltype(y);
+  decltype(auto) x = operand_of(std::forward<A>(a));
+  decltype(auto) y = operand_of(std::forward<B>(b));
+  using X = std::remove_cvref_t<decltype(x)>;
+  using Y = std::remove_cvref_t<decltype(y)>;
   constexpr bool x_is_tensor = !is_scalar_leaf_v<X>;
   constexpr bool y_is_tensor = !is_scalar_leaf_v<Y>;
   if constexpr (O == op::mul && x_is_tensor && is_constant_equal<Y>(1)) {
@@ -169,28 +210,28 @@ auto binary(A&& a, B&& b) {
                        !std::is_floating_point_v<typename Y::value_type>) {
     return y;
   } else {
-    return make_node<O>(std::move(x), std::move(y));
+    return make_node<O>(std::forward<decltype(x)>(x), std::forward<decltype(y)>(y));
   }
 }
 
 template <op O, class A>
 auto unary(A&& a) {
-  auto x = to_operand(std::forward<A>(a));
-  using X = decltype(x);
+  decltype(auto) x = operand_of(std::forward<A>(a));
+  using X = std::remove_cvref_t<decltype(x)>;
   if constexpr (O == op::neg && is_node_v<X>) {
     if constexpr (X::kind == op::neg) {
       return std::get<0>(x.operands); // -(-x) is x
     } else {
-      return make_node<O>(std::move(x));
+      return make_node<O>(std::forward<decltype(x)>(x));
     }
   } else {
-    return make_node<O>(std::move(x));
+    return make_node<O>(std::forward<decltype(x)>(x));
   }
 }
 
 template <op O, class... A>
 auto nary(A&&... a) {
-  return make_node<O>(to_operand(std::forward<A>(a))...);
+  return make_node<O>(operand_of(std::forward<A>(a))...);
 }
 
 } // namespace xlite::expr
