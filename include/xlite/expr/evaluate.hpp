@@ -880,13 +880,18 @@ struct flat_task {
     run_row<Arch, L, true>(expr, out, begin, end, streaming);
   }
 };
-template <class Arch, class L, class B, std::size_t Leaves, class T>
+// The strided task runs the run_range of the path dispatch took through a pointer, so that
+// the SIMD path and the scalar fallback share one parallel loop (the pool's job posting and
+// the workers' closure, compiled once rather than per path: 1% of the instructions g++ -O3
+// runs on a file that evaluates E3). The call is once per claim of tasks, not per row.
+template <class B, std::size_t Leaves, class T>
 struct strided_task {
   B expr;
   loop_plan<Leaves> plan;
   T* out;
+  void (*run)(const B&, const loop_plan<Leaves>&, T*, std::int64_t, std::int64_t);
 
-  void operator()(std::int64_t begin, std::int64_t end) const { run_range<Arch, L>(expr, plan, out, begin, end); }
+  void operator()(std::int64_t begin, std::int64_t end) const { run(expr, plan, out, begin, end); }
 };
 
 // Writes the elements of `e` (of shape e.shape) to `out`, which must not overlap any
@@ -916,8 +921,10 @@ void evaluate_into(const E& e, T* out) {
     if (serial) { // the plan where it is: a copy would wait on the stores that made it
       run_range<Arch, L>(bind(e, plan), plan, out, 0, count);
     } else {
+      using B = bound_root<E>;
+      constexpr std::size_t leaves = memory_leaf_count_v<E>;
       parallel_rows(pool, count, plan.dims[plan.rank - 1],
-                    strided_task<Arch, L, bound_root<E>, memory_leaf_count_v<E>, T>{bind(e, plan), plan, out});
+                    strided_task<B, leaves, T>{bind(e, plan), plan, out, &run_range<Arch, L, B, leaves, T>});
     }
   });
 }
