@@ -3,7 +3,7 @@
 // Reading XLITE_* environment variables. A variable that is set but malformed is an error
 // that names the variable, the value and what was expected; it is never silently ignored.
 
-#include <charconv>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -25,10 +25,16 @@ inline std::optional<std::string> env_string(const char* name) {
 inline std::optional<std::int64_t> env_integer(const char* name, std::int64_t min, std::int64_t max) {
   const auto text = env_string(name);
   if (!text) return std::nullopt;
-  std::int64_t value = 0;
-  const char* end = text->data() + text->size();
-  const auto [stop, failure] = std::from_chars(text->data(), end, value);
-  if (failure != std::errc{} || stop != end || value < min || value > max) {
+  // strtoll rather than std::from_chars, whose parser every file that reads a setting
+  // would compile (0.5% of the instructions g++ -O3 runs on a file that evaluates E3).
+  // Only what from_chars takes: digits with an optional '-', no spaces, no '+'.
+  const char* const first = text->c_str();
+  const char* const digits = first + (first[0] == '-');
+  const bool well_formed = digits[0] >= '0' && digits[0] <= '9';
+  errno = 0;
+  char* stop = nullptr;
+  const long long value = well_formed ? std::strtoll(first, &stop, 10) : 0;
+  if (!well_formed || errno == ERANGE || stop != first + text->size() || value < min || value > max) {
     throw config_error(detail::message(name, "='", *text, "' is not an integer in [", min, ", ", max, "]"));
   }
   return value;
