@@ -22,7 +22,7 @@ TEST_CASE("env_string: unset and empty read as absent", "[env]") {
 TEST_CASE("env_integer: parses in range, names the variable when malformed", "[env]") {
   ::setenv("XLITE_TEST_VARIABLE", "12", 1);
   CHECK(xlite::env_integer("XLITE_TEST_VARIABLE", 1, 64) == 12);
-  for (const char *bad : {"12x", "x", "0", "65", "-3", " 5", "5 ", "+5", "-", "--5", "0x10", "99999999999999999999"}) {
+  for (const char* bad : {"12x", "x", "0", "65", "-3", " 5", "5 ", "+5", "-", "--5", "0x10", "99999999999999999999"}) {
     INFO("value " << bad);
     ::setenv("XLITE_TEST_VARIABLE", bad, 1);
     CHECK_THROWS_AS(xlite::env_integer("XLITE_TEST_VARIABLE", 1, 64), xlite::config_error);
@@ -42,7 +42,7 @@ TEST_CASE("env_integer: negative values and the ends of int64", "[env]") {
   CHECK(xlite::env_integer("XLITE_TEST_VARIABLE", lowest, highest) == lowest);
   ::setenv("XLITE_TEST_VARIABLE", "9223372036854775807", 1);
   CHECK(xlite::env_integer("XLITE_TEST_VARIABLE", lowest, highest) == highest);
-  for (const char *bad : {"9223372036854775808", "-9223372036854775809"}) { // one past each end
+  for (const char* bad : {"9223372036854775808", "-9223372036854775809"}) { // one past each end
     INFO("value " << bad);
     ::setenv("XLITE_TEST_VARIABLE", bad, 1);
     CHECK_THROWS_AS(xlite::env_integer("XLITE_TEST_VARIABLE", lowest, highest), xlite::config_error);
