@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -38,6 +39,13 @@ TEST_CASE("env_integer: negative values and the ends of int64", "[env]") {
   constexpr std::int64_t highest = std::numeric_limits<std::int64_t>::max();
   ::setenv("XLITE_TEST_VARIABLE", "-3", 1);
   CHECK(xlite::env_integer("XLITE_TEST_VARIABLE", -10, 10) == -3);
+  ::setenv("XLITE_TEST_VARIABLE", "-0", 1);
+  CHECK(xlite::env_integer("XLITE_TEST_VARIABLE", -10, 10) == 0);
+  ::setenv("XLITE_TEST_VARIABLE", "007", 1);
+  CHECK(xlite::env_integer("XLITE_TEST_VARIABLE", -10, 10) == 7);
+  errno = EDOM; // the caller's errno survives a parse
+  CHECK(xlite::env_integer("XLITE_TEST_VARIABLE", -10, 10) == 7);
+  CHECK(errno == EDOM);
   ::setenv("XLITE_TEST_VARIABLE", "-9223372036854775808", 1);
   CHECK(xlite::env_integer("XLITE_TEST_VARIABLE", lowest, highest) == lowest);
   ::setenv("XLITE_TEST_VARIABLE", "9223372036854775807", 1);

@@ -31,10 +31,13 @@ inline std::optional<std::int64_t> env_integer(const char* name, std::int64_t mi
   const char* const first = text->c_str();
   const char* const digits = first + (first[0] == '-');
   const bool well_formed = digits[0] >= '0' && digits[0] <= '9';
+  const int callers_errno = errno;
   errno = 0;
   char* stop = nullptr;
   const long long value = well_formed ? std::strtoll(first, &stop, 10) : 0;
-  if (!well_formed || errno == ERANGE || stop != first + text->size() || value < min || value > max) {
+  const bool out_of_range = errno == ERANGE;
+  errno = callers_errno;
+  if (!well_formed || out_of_range || stop != first + text->size() || value < min || value > max) {
     throw config_error(detail::message(name, "='", *text, "' is not an integer in [", min, ", ", max, "]"));
   }
   return value;

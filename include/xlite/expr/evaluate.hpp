@@ -786,7 +786,8 @@ void step_row(B& expr, const strides_t* leaf_strides, std::size_t dim) {
 // index[0, first) fixed by the caller: for each run along the innermost dimension, points
 // the expression at the row and calls run(j_begin, j_end, offset), where offset is the
 // run's first position relative to `begin`. run must leave the expression's rows where it
-// found them.
+// found them. With first == inner_dim, [begin, end) must lie within the one row. On return,
+// index and the rows are at the last row run.
 template <class B, std::size_t Leaves, class F>
 void walk_rows(B& expr, const loop_plan<Leaves>& plan, std::array<std::int64_t, max_rank>& index, std::size_t first,
                std::int64_t begin, std::int64_t end, F&& run) {
