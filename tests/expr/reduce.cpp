@@ -369,6 +369,97 @@ TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcas
   });
 }
 
+// Wide slices (streams_columns) fold a row at a time in blocks of rows, combined in block
+// order: exact sums of integers and products of powers of two (of int64 too), NaN and
+// signed zeros in max and min, the columns' end a masked batch, on every path and the same
+// bits on one, two and three threads.
+TEST_CASE("reduce: wide column slices fold a row at a time in blocks combined in order", "[reduce][threads]") {
+  // Equal values with equal signs, or both NaN.
+  const auto same_values = []<class T>(const tensor<T>& a, const tensor<T>& b) {
+    return a.shape() == b.shape() && std::equal(a.begin(), a.end(), b.begin(), [](T u, T v) {
+             return (u == v && std::signbit(u) == std::signbit(v)) || (u != u && v != v);
+           });
+  };
+  rng g(67);
+  const auto check = [&]<class T>() {
+    constexpr bool floating = std::is_floating_point_v<T>;
+    constexpr std::int64_t rows = 4100, columns = 133;
+    const shape s{rows, columns};
+    tensor<T> x(s), factors(s, T(1));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < columns; ++c) {
+        x(r, c) = static_cast<T>(integer(g, -6, 6));
+        // About 40 factors a column of -2 or 0.5 (exact in float); for int64 about 20 of -2.
+        if (integer(g, 0, floating ? 99 : 199) == 0) {
+          factors(r, c) = floating && integer(g, 0, 1) == 0 ? T(0.5) : T(-2);
+        }
+      }
+    }
+    if constexpr (floating) {
+      // Signed zeros, in every block and block by block (the first of three -0 only).
+      const std::int64_t first_block = xlite::expr::streamed_block / columns;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        x(r, 7) = r % 3 == 0 ? T(-0.0) : T(0.0);
+        x(r, 8) = r < first_block ? T(-0.0) : T(0.0);
+      }
+      x(integer(g, 0, rows - 1), 11) = std::numeric_limits<T>::quiet_NaN();
+      x(rows - 1, columns - 1) = std::numeric_limits<T>::quiet_NaN(); // in the masked batch
+    }
+    REQUIRE(xlite::expr::streams_columns(xlite::expr::plan_reduction(x * T(1), xlite::axes{0}, false, op::sum)));
+    tensor<T> sums(shape{columns}, T(0)), products(shape{columns}, T(1));
+    tensor<T> maxima(shape{columns}, std::numeric_limits<T>::lowest()),
+        minima(shape{columns}, std::numeric_limits<T>::max());
+    for (std::int64_t c = 0; c < columns; ++c) {
+      for (std::int64_t r = 0; r < rows; ++r) {
+        sums(c) += x(r, c);
+        products(c) *= factors(r, c);
+        if (x(r, c) != x(r, c) || maxima(c) != maxima(c)) {
+          maxima(c) = minima(c) = std::numeric_limits<T>::quiet_NaN();
+        } else {
+          maxima(c) = std::max(maxima(c), x(r, c));
+          minima(c) = std::min(minima(c), x(r, c));
+        }
+      }
+    }
+    if constexpr (floating) {
+      maxima(7) = maxima(8) = T(0.0);
+      minima(7) = minima(8) = T(-0.0);
+    }
+    const auto reduce_all = [&] {
+      std::vector<tensor<T>> got = {xlite::sum(x, {0}), xlite::prod(factors, {0}), xlite::max(x, {0}),
+                                    xlite::min(x, {0})};
+      if constexpr (floating) got.push_back(xlite::mean(x, {0}));
+      return got;
+    };
+    xlite_test::for_each_isa_path([&](xlite::isa) {
+      INFO(xlite::dtype_of_v<T> << ", " << path_name());
+      std::vector<tensor<T>> one_thread;
+      for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
+        xlite::thread_pool pool(n);
+        xlite::scoped_thread_pool use(pool);
+        INFO(n << " threads");
+        const std::vector<tensor<T>> got = reduce_all();
+        CHECK(same_values(got[0], sums));
+        CHECK(same_values(got[1], products));
+        CHECK(same_values(got[2], maxima));
+        CHECK(same_values(got[3], minima));
+        if constexpr (floating) {
+          for (std::int64_t c = 0; c < columns; ++c) {
+            INFO("column " << c);
+            CHECK(std::isnan(got[4](c)) == std::isnan(sums(c)));
+            if (!std::isnan(sums(c))) CHECK(got[4](c) == sums(c) / T(rows));
+          }
+        }
+        if (n == 1) one_thread = got;
+        for (std::size_t k = 0; k < got.size(); ++k) CHECK(bitwise_equal(got[k], one_thread[k]));
+      }
+    });
+  };
+  check.template operator()<float>();
+  check.template operator()<double>();
+  check.template operator()<std::int64_t>();
+}
+
 // Row reductions step from one output's row to the next along the outputs' fastest
 // dimension, and find the row from the index again only where that dimension wraps:
 // outputs in a 6 x 5 grid that a broadcast leaf keeps from merging into one dimension

@@ -380,6 +380,7 @@ void check_reduction(std::uint64_t seed, bool fused, selection which = selection
 template <op... O>
 void check_large_reductions(std::uint64_t seed) {
   static_assert(xlite::expr::reduction_block == 1 << 14);
+  static_assert(xlite::expr::streamed_slice == 1 << 19 && xlite::expr::streamed_columns == 128);
   rng g(seed);
   struct large_case {
     shape x, y;
@@ -397,6 +398,13 @@ void check_large_reductions(std::uint64_t seed) {
       {shape{60, 93}, shape{93}, {false, {1}, false}},
       {shape{5, 40001}, shape{5, 1}, {false, {0}, false}},  // columns: SIMD across outputs
       {shape{7, 3, 3001}, shape{3, 1}, {false, {2, 0}, false}},
+      // Slices of 2^19 elements or more down 128 columns or more (sum, mean, prod, max and
+      // min stream them a row at a time, in blocks of rows): a masked end in every row;
+      // reduced axes that y keeps from merging, y broadcast along the columns; several
+      // output rows, each in blocks.
+      {shape{4100, 131}, shape{131}, {false, {0}, false}},
+      {shape{40, 103, 131}, shape{103, 1}, {false, {0, 1}, false}},
+      {shape{3, 4100, 130}, shape{130}, {false, {1}, false}},
   };
   for (const large_case& c : cases) {
     const tensor<float> x = random_tensor<float>(g, c.x, domain{{part::magnitude, -4, 4}, {part::uniform, -1, 1}});

@@ -23,7 +23,10 @@
 // min accumulate them in four chains in turn, restarted on chain 0 at each run along the
 // last reduced dimension and merged pairwise (fold_columns). So the bits may depend on
 // the tile and on how the reduced dimensions merge (which a broadcast leaf decides), never
-// on the thread count. argmax walks the
+// on the thread count. Slices of at least 2^19 elements down 128 to 16384 columns (one
+// kept inner dimension) are the exception for sum, mean, prod, max and min on the SIMD
+// path (stream_columns): each column accumulates in row-major order with no chains, in
+// blocks of at most 2^18 elements of whole rows, the blocks combined in order. argmax walks the
 // same loops; its answer, the first maximum (NaN counting as the largest), does not depend
 // on the order.
 
@@ -705,6 +708,147 @@ struct fold_reduction {
   }
 };
 
+// Slices of at least this many elements down at least this many columns (one inner
+// dimension), sum, mean, prod, max and min fold a row at a time on the SIMD path
+// (stream_columns); the shape alone decides, so the bits do not depend on the thread
+// count. fold_columns walks all reduced positions for each tile of columns: a pass over
+// the slice per tile, each reading a piece of every row, which the prefetchers follow
+// poorly once the slice is out of L2. In L2 the tiles' registers win, and on narrow slices
+// each output batch would wait on its own store from the row before (one thread,
+// sum(x, {0}) floats: 256 x 256 2.4 us by tiles, 2.8 a row at a time; 16384 x 16 10.6 and
+// 67.5; at the threshold, 4096 x 128, 34 and 31-34).
+inline constexpr std::int64_t streamed_slice = 1 << 19;
+inline constexpr std::int64_t streamed_columns = 128;
+// Streamed slices fold in blocks of whole rows of at most this many elements, each into a
+// row of its own, which then combine in block order: threads split the rows, each reading
+// its rows whole and in order, where splitting the columns had each read a part of every
+// row. Rows of more than 1/16 of a block stay with fold_columns, so that the scratch rows
+// stay a sixteenth of the slice at most.
+inline constexpr std::int64_t streamed_block = 1 << 18;
+
+template <std::size_t Leaves>
+bool streams_columns(const reduction_plan<Leaves>& plan) {
+  return plan.inner_dims.second - plan.inner_dims.first == 1 && plan.outputs_inner >= streamed_columns &&
+         plan.outputs_inner <= streamed_block / 16 && plan.reduced * plan.outputs_inner >= streamed_slice;
+}
+
+// Folds reduced positions [q_begin, q_end) of output row p (one inner dimension) into the
+// row `to` of plan.outputs_inner accumulators, a position at a time in order:
+// fold_reduction's start of the first, then red::combine of each next position's values with them, as
+// fold_columns' tiles of several batches fold each column (no chains), the row's end as
+// one masked batch. Contiguous: no leaf broadcast along the columns
+// (plan.loop.rows_contiguous), so no batch tests for one. Flattened.
+template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op O, class R>
+[[gnu::flatten]] void stream_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, std::int64_t p,
+                                     std::int64_t q_begin, std::int64_t q_end, R* to) {
+  using red = kernels::reduction<O>;
+  using batch = kernels::batch_t<R, Arch>;
+  constexpr auto width = static_cast<std::int64_t>(batch::size);
+  const strides_t* const strides = plan.loop.leaf_strides.data();
+  std::array<std::int64_t, max_rank> index{};
+  unravel(plan.loop, plan.outer_dims, p, index);
+  unravel(plan.loop, plan.reduced_dims, q_begin, index);
+  const std::size_t inner_dim = plan.loop.rank - 1;
+  const std::size_t last_reduced = plan.reduced_dims.second - 1;
+  const std::int64_t along_last = plan.loop.dims[last_reduced];
+  const std::int64_t columns = plan.outputs_inner;
+  const std::int64_t whole_end = columns / width * width;
+  B row = bound_expr; // a local copy, as in fold_columns
+  start_row(row, strides, index.data(), inner_dim);
+  const auto fold_row = [&]<bool First>() {
+    std::int64_t c = 0;
+    for (; c < whole_end; c += width) {
+      const batch v(row.template get<Arch, L, Contiguous>(c));
+      const batch acc = First ? fold_reduction<O, R>::start(v) : red::combine(batch::load_unaligned(to + c), v);
+      acc.store_unaligned(to + c);
+    }
+    if (c < columns) {
+      const auto lanes = static_cast<std::size_t>(columns - c);
+      const batch v(row.template get_first<Arch, L, Contiguous>(c, lanes));
+      const batch acc =
+          First ? fold_reduction<O, R>::start(v) : red::combine(kernels::load_first<batch>(to + c, lanes), v);
+      kernels::store_first(to + c, acc, lanes);
+    }
+  };
+  fold_row.template operator()<true>();
+  for (std::int64_t q = q_begin + 1; q < q_end; ++q) {
+    // Along the last reduced dimension a step; where it wraps, the row from the index.
+    if (index[last_reduced] + 1 < along_last) {
+      ++index[last_reduced];
+      step_row(row, strides, last_reduced);
+    } else {
+      next_index(plan.loop, plan.reduced_dims, index);
+      start_row(row, strides, index.data(), inner_dim);
+    }
+    fold_row.template operator()<false>();
+  }
+}
+
+// The first memory leaf's address, where there is one.
+template <class B>
+const void* first_leaf_address(B expr) {
+  const void* address = nullptr;
+  auto first = [&]<class T>(bound_memory<T>& leaf) {
+    if (address == nullptr) address = leaf.base;
+  };
+  expr.for_each_leaf(first);
+  return address;
+}
+
+// reduce_columns for the slices streams_columns picks, into out: each output row's
+// reduced positions in blocks of at most streamed_block elements (whole rows), the blocks
+// of all output rows as parallel tasks, each into a scratch row, then each output row's
+// blocks combined in order into out, a row at a time. The scratch rows start 2 KiB past the first
+// leaf's offset in a 4 KiB page: a load waits on an earlier store to an address with the
+// same low 12 bits (4K aliasing), and where rows are whole pages long every load of a
+// block would (one thread, 16 bytes past the leaf against 2 KiB: 256 x 4096 floats 102
+// against 58-63 us, 1024 x 1024 70 against 54-56).
+template <class Arch, class L, op O, class B, std::size_t Leaves, class R>
+void reduce_columns_streamed(const B& bound_expr, const reduction_plan<Leaves>& plan, thread_pool& pool, R* out) {
+  using red = kernels::reduction<O>;
+  using batch = kernels::batch_t<R, Arch>;
+  constexpr auto width = static_cast<std::int64_t>(batch::size);
+  constexpr std::int64_t page = 4096;
+  const std::int64_t columns = plan.outputs_inner;
+  const std::int64_t rows_per_block = std::max<std::int64_t>(1, streamed_block / columns);
+  const std::int64_t blocks = (plan.reduced + rows_per_block - 1) / rows_per_block;
+  constexpr auto size = static_cast<std::int64_t>(sizeof(R));
+  const aligned_array<R> scratch = allocate_aligned<R>(plan.outputs_outer * blocks * columns + page / size);
+  const auto offset = [](const void* p) {
+    return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) % page);
+  };
+  const void* const leaf = first_leaf_address(bound_expr);
+  const std::int64_t shift = leaf == nullptr ? 0 : (offset(leaf) + page / 2 - offset(scratch.get()) + page) % page;
+  R* const rows = scratch.get() + shift / size;
+  run_tasks(pool, plan.outputs_outer * blocks, 1, bound_expr, plan,
+            [rows, columns, blocks, rows_per_block](const B& expr, const reduction_plan<Leaves>& layout,
+                                                    std::int64_t first, std::int64_t last) {
+              for (std::int64_t task = first; task < last; ++task) {
+                const std::int64_t p = task / blocks, q = task % blocks * rows_per_block;
+                const std::int64_t q_end = std::min(layout.reduced, q + rows_per_block);
+                R* const to = rows + task * columns;
+                if (layout.loop.rows_contiguous) {
+                  stream_columns<Arch, L, true, B, Leaves, O>(expr, layout, p, q, q_end, to);
+                } else {
+                  stream_columns<Arch, L, false, B, Leaves, O>(expr, layout, p, q, q_end, to);
+                }
+              }
+            });
+  for (std::int64_t p = 0; p < plan.outputs_outer; ++p) {
+    R* const to = out + p * columns;
+    const R* const first_block = rows + p * blocks * columns;
+    std::copy_n(first_block, columns, to);
+    for (std::int64_t block = 1; block < blocks; ++block) {
+      const R* const from = first_block + block * columns;
+      std::int64_t c = 0;
+      for (; c + width <= columns; c += width) {
+        red::combine(batch::load_unaligned(to + c), batch::load_unaligned(from + c)).store_unaligned(to + c);
+      }
+      for (; c < columns; ++c) to[c] = red::combine(to[c], from[c]);
+    }
+  }
+}
+
 template <op O, class E>
 auto reduce_leaves(const E& e, const axes& which, bool keep) {
   using V = typename E::value_type;
@@ -741,6 +885,12 @@ auto reduce_leaves(const E& e, const axes& which, bool keep) {
           bound_expr, plan, pool, [](const auto& acc, std::int64_t) { return acc.total(); },
           [](R a, R b) { return red::combine(a, b); }, [&](std::int64_t p, R total) { out.data()[p] = total; });
     } else {
+      if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+        if (streams_columns(plan)) {
+          reduce_columns_streamed<Arch, L, O>(bound_expr, plan, pool, out.data());
+          return;
+        }
+      }
       reduce_columns<Arch, L>(bound_expr, plan, pool, [out = out.data(), inner = plan.outputs_inner](std::int64_t p) {
         return fold_reduction<O, R>{out + p * inner};
       });
