@@ -175,7 +175,7 @@ void xlite::bench::register_eigen() {
   register_sized("argmax_xy", "eigen", run_argmax_eigen, expression_sizes, {1})->MinTime(expression_min_time);
   register_rows("row_sum", "eigen", run_rows_eigen<false>, {1});
   register_rows("row_argmax", "eigen", run_rows_eigen<true>, {1});
-  register_rows("col_sum", "eigen", run_columns_eigen, {1});
+  register_rows("col_sum", "eigen", run_columns_eigen, {1}, column_shapes);
   register_rows("row_bias", "eigen", run_row_broadcast_eigen<row_broadcast::bias>, {1});
   register_rows("row_sigmoid", "eigen", run_row_broadcast_eigen<row_broadcast::sigmoid>, {1});
   register_rows("row_center", "eigen", run_row_broadcast_eigen<row_broadcast::center>, {1});

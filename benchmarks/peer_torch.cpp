@@ -230,7 +230,7 @@ void xlite::bench::register_torch() {
   register_sized("argmax_xy", "torch", run_argmax_torch, expression_sizes)->MinTime(expression_min_time);
   register_rows("row_sum", "torch", run_rows_torch<false>);
   register_rows("row_argmax", "torch", run_rows_torch<true>);
-  register_rows("col_sum", "torch", run_columns_torch);
+  register_rows("col_sum", "torch", run_columns_torch, thread_counts, column_shapes);
   register_rows("row_bias", "torch", run_row_broadcast_torch<row_broadcast::bias>);
   register_rows("row_sigmoid", "torch", run_row_broadcast_torch<row_broadcast::sigmoid>);
   register_rows("row_center", "torch", run_row_broadcast_torch<row_broadcast::center>);

@@ -151,7 +151,7 @@ void xlite::bench::register_xtensor() {
   register_split_expressions<xtensor_kernels>("xtensor");
   register_rows("row_sum", "xtensor", run_rows_xtensor<false>, {1});
   register_rows("row_argmax", "xtensor", run_rows_xtensor<true>, {1});
-  register_rows("col_sum", "xtensor", run_columns_xtensor, {1});
+  register_rows("col_sum", "xtensor", run_columns_xtensor, {1}, column_shapes);
   register_rows("row_bias", "xtensor", run_row_broadcast_xtensor<row_broadcast::bias>, {1});
   register_rows("row_sigmoid", "xtensor", run_row_broadcast_xtensor<row_broadcast::sigmoid>, {1});
   register_rows("row_center", "xtensor", run_row_broadcast_xtensor<row_broadcast::center>, {1});

@@ -34,6 +34,8 @@ struct row_shape {
 };
 
 inline const std::vector<row_shape> row_shapes = {{16384, 10}, {16384, 16}, {4096, 100}, {256, 4096}};
+// col_sum's, and one slice out of every cache (64 MiB), whose columns are still exact sums.
+inline const std::vector<row_shape> column_shapes = {{16384, 10}, {16384, 16}, {4096, 100}, {256, 4096}, {16384, 1024}};
 
 inline row_shape row_shape_arg(const benchmark::State& state) { return {state.range(0), state.range(1)}; }
 inline int row_threads_arg(const benchmark::State& state) { return static_cast<int>(state.range(2)); }
@@ -41,9 +43,10 @@ inline int row_threads_arg(const benchmark::State& state) { return static_cast<i
 // Registers fn as "<case_name>/<impl>/rows:<r>/cols:<c>/threads:<t>" for every shape and t.
 template <class Function>
 benchmark::internal::Benchmark* register_rows(std::string_view case_name, std::string_view impl, Function fn,
-                                              const std::vector<std::int64_t>& threads = thread_counts) {
+                                              const std::vector<std::int64_t>& threads = thread_counts,
+                                              const std::vector<row_shape>& shapes = row_shapes) {
   benchmark::internal::Benchmark* b = register_case(case_name, impl, fn)->ArgNames({"rows", "cols", "threads"});
-  for (const row_shape& s : row_shapes) {
+  for (const row_shape& s : shapes) {
     for (const std::int64_t t : threads) b->Args({s.rows, s.cols, t});
   }
   return b->MinTime(0.2);

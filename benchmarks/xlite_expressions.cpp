@@ -130,7 +130,7 @@ void xlite::bench::register_xlite_expressions() {
   register_sized("argmax_xy", "xlite", run_argmax_xlite, expression_sizes)->MinTime(expression_min_time);
   register_rows("row_sum", "xlite", run_rows_xlite<false>);
   register_rows("row_argmax", "xlite", run_rows_xlite<true>);
-  register_rows("col_sum", "xlite", run_columns_xlite);
+  register_rows("col_sum", "xlite", run_columns_xlite, thread_counts, column_shapes);
   register_rows("row_bias", "xlite", run_row_broadcast_xlite<row_broadcast::bias>);
   register_rows("row_sigmoid", "xlite", run_row_broadcast_xlite<row_broadcast::sigmoid>);
   register_rows("row_center", "xlite", run_row_broadcast_xlite<row_broadcast::center>);
