@@ -26,9 +26,9 @@
 // on the thread count. Slices of at least 2^19 elements down 128 to 16384 columns (one
 // kept inner dimension) are the exception for sum, mean, prod, max and min on the SIMD
 // path (stream_columns): each column accumulates in row-major order with no chains, in
-// blocks of at most 2^18 elements of whole rows, the blocks combined in order. argmax walks the
-// same loops; its answer, the first maximum (NaN counting as the largest), does not depend
-// on the order.
+// blocks of at most 2^18 elements of whole rows, the blocks combined in order. argmax
+// walks the row loops and fold_columns; its answer, the first maximum (NaN counting as the
+// largest), does not depend on the order.
 
 #include <algorithm>
 #include <array>
