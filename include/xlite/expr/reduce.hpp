@@ -734,9 +734,9 @@ bool streams_columns(const reduction_plan<Leaves>& plan) {
 
 // Folds reduced positions [q_begin, q_end) of output row p (one inner dimension) into the
 // row `to` of plan.outputs_inner accumulators, a position at a time in order:
-// fold_reduction's start of the first, then red::combine of each next position's values with them, as
-// fold_columns' tiles of several batches fold each column (no chains), the row's end as
-// one masked batch. Contiguous: no leaf broadcast along the columns
+// fold_reduction's start of the first, then red::combine of each next position's values
+// with them, as fold_columns' tiles of several batches fold each column (no chains), the
+// row's end as one masked batch. Contiguous: no leaf broadcast along the columns
 // (plan.loop.rows_contiguous), so no batch tests for one. Flattened.
 template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op O, class R>
 [[gnu::flatten]] void stream_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, std::int64_t p,
@@ -784,7 +784,7 @@ template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op 
   }
 }
 
-// The first memory leaf's address, where there is one.
+// The first memory leaf's address (a slice as large as streams_columns picks has one).
 template <class B>
 const void* first_leaf_address(B expr) {
   const void* address = nullptr;
@@ -798,10 +798,10 @@ const void* first_leaf_address(B expr) {
 // reduce_columns for the slices streams_columns picks, into out: each output row's
 // reduced positions in blocks of at most streamed_block elements (whole rows), the blocks
 // of all output rows as parallel tasks, each into a scratch row, then each output row's
-// blocks combined in order into out, a row at a time. The scratch rows start 2 KiB past the first
-// leaf's offset in a 4 KiB page: a load waits on an earlier store to an address with the
-// same low 12 bits (4K aliasing), and where rows are whole pages long every load of a
-// block would (one thread, 16 bytes past the leaf against 2 KiB: 256 x 4096 floats 102
+// blocks combined in order into out, a row at a time. The scratch rows start 2 KiB past
+// the first leaf's offset in a 4 KiB page: a load waits on an earlier store to an address
+// with the same low 12 bits (4K aliasing), and where rows are whole pages long every load
+// of a block would (one thread, 16 bytes past the leaf against 2 KiB: 256 x 4096 floats 102
 // against 58-63 us, 1024 x 1024 70 against 54-56).
 template <class Arch, class L, op O, class B, std::size_t Leaves, class R>
 void reduce_columns_streamed(const B& bound_expr, const reduction_plan<Leaves>& plan, thread_pool& pool, R* out) {
@@ -810,15 +810,14 @@ void reduce_columns_streamed(const B& bound_expr, const reduction_plan<Leaves>& 
   constexpr auto width = static_cast<std::int64_t>(batch::size);
   constexpr std::int64_t page = 4096;
   const std::int64_t columns = plan.outputs_inner;
-  const std::int64_t rows_per_block = std::max<std::int64_t>(1, streamed_block / columns);
+  const std::int64_t rows_per_block = streamed_block / columns; // at least 16: streams_columns
   const std::int64_t blocks = (plan.reduced + rows_per_block - 1) / rows_per_block;
   constexpr auto size = static_cast<std::int64_t>(sizeof(R));
   const aligned_array<R> scratch = allocate_aligned<R>(plan.outputs_outer * blocks * columns + page / size);
   const auto offset = [](const void* p) {
     return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) % page);
   };
-  const void* const leaf = first_leaf_address(bound_expr);
-  const std::int64_t shift = leaf == nullptr ? 0 : (offset(leaf) + page / 2 - offset(scratch.get()) + page) % page;
+  const std::int64_t shift = (offset(first_leaf_address(bound_expr)) + page / 2 - offset(scratch.get()) + page) % page;
   R* const rows = scratch.get() + shift / size;
   run_tasks(pool, plan.outputs_outer * blocks, 1, bound_expr, plan,
             [rows, columns, blocks, rows_per_block](const B& expr, const reduction_plan<Leaves>& layout,
