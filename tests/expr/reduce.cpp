@@ -372,8 +372,11 @@ TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcas
 // Wide slices (streams_columns) fold a row at a time in blocks of rows, combined in block
 // order: exact sums of integers and products of powers of two (of int64 too), NaN and
 // signed zeros in max and min, the columns' end a masked batch, on every path and the same
-// bits on one, two and three threads.
+// bits on one, two and three threads; sums of fractions bit for bit in the documented
+// order. Rows of 133 columns, and of 4133 (grouped_row_bytes or more: groups of
+// row_group rows, and the rows left over in each block, 63 rows for floats).
 TEST_CASE("reduce: wide column slices fold a row at a time in blocks combined in order", "[reduce][threads]") {
+  static_assert(xlite::expr::grouped_row_bytes == 16 * 1024 && xlite::expr::row_group == 4);
   // Equal values with equal signs, or both NaN.
   const auto same_values = []<class T>(const tensor<T>& a, const tensor<T>& b) {
     return a.shape() == b.shape() && std::equal(a.begin(), a.end(), b.begin(), [](T u, T v) {
@@ -381,9 +384,8 @@ TEST_CASE("reduce: wide column slices fold a row at a time in blocks combined in
            });
   };
   rng g(67);
-  const auto check = [&]<class T>() {
+  const auto check = [&]<class T>(std::int64_t rows, std::int64_t columns) {
     constexpr bool floating = std::is_floating_point_v<T>;
-    constexpr std::int64_t rows = 4100, columns = 133;
     const shape s{rows, columns};
     tensor<T> x(s), factors(s, T(1));
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -421,6 +423,20 @@ TEST_CASE("reduce: wide column slices fold a row at a time in blocks combined in
         }
       }
     }
+    // Fractions, summed in the order the header gives: each column down the rows of a
+    // block, the blocks' sums in order.
+    tensor<T> fractions(s), ordered_sums(shape{columns});
+    if constexpr (floating) {
+      for (T& v : fractions) v = static_cast<T>(std::uniform_real_distribution<double>(-1, 1)(g));
+      const std::int64_t rows_per_block = xlite::expr::streamed_block / columns;
+      for (std::int64_t c = 0; c < columns; ++c) {
+        for (std::int64_t first = 0; first < rows; first += rows_per_block) {
+          T block = fractions(first, c);
+          for (std::int64_t r = first + 1; r < std::min(rows, first + rows_per_block); ++r) block += fractions(r, c);
+          ordered_sums(c) = first == 0 ? block : ordered_sums(c) + block;
+        }
+      }
+    }
     if constexpr (floating) {
       maxima(7) = maxima(8) = T(0.0);
       minima(7) = minima(8) = T(-0.0);
@@ -428,7 +444,10 @@ TEST_CASE("reduce: wide column slices fold a row at a time in blocks combined in
     const auto reduce_all = [&] {
       std::vector<tensor<T>> got = {xlite::sum(x, {0}), xlite::prod(factors, {0}), xlite::max(x, {0}),
                                     xlite::min(x, {0})};
-      if constexpr (floating) got.push_back(xlite::mean(x, {0}));
+      if constexpr (floating) {
+        got.push_back(xlite::mean(x, {0}));
+        got.push_back(xlite::sum(fractions, {0}));
+      }
       return got;
     };
     xlite_test::for_each_isa_path([&](xlite::isa) {
@@ -449,15 +468,20 @@ TEST_CASE("reduce: wide column slices fold a row at a time in blocks combined in
             CHECK(std::isnan(got[4](c)) == std::isnan(sums(c)));
             if (!std::isnan(sums(c))) CHECK(got[4](c) == sums(c) / T(rows));
           }
+          // On the SIMD paths (the portable one folds columns in chains: fold_columns).
+          if (xlite::kernels::simd_path_active()) CHECK(bitwise_equal(got[5], ordered_sums));
         }
         if (n == 1) one_thread = got;
         for (std::size_t k = 0; k < got.size(); ++k) CHECK(bitwise_equal(got[k], one_thread[k]));
       }
     });
   };
-  check.template operator()<float>();
-  check.template operator()<double>();
-  check.template operator()<std::int64_t>();
+  for (const auto& [rows, columns] : {std::pair<std::int64_t, std::int64_t>{4100, 133}, {137, 4133}}) {
+    INFO(rows << " x " << columns);
+    check.template operator()<float>(rows, columns);
+    check.template operator()<double>(rows, columns);
+    check.template operator()<std::int64_t>(rows, columns);
+  }
 }
 
 // Row reductions step from one output's row to the next along the outputs' fastest

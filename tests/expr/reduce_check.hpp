@@ -381,6 +381,7 @@ template <op... O>
 void check_large_reductions(std::uint64_t seed) {
   static_assert(xlite::expr::reduction_block == 1 << 14);
   static_assert(xlite::expr::streamed_slice == 1 << 19 && xlite::expr::streamed_columns == 128);
+  static_assert(xlite::expr::grouped_row_bytes == 16 * 1024 && xlite::expr::row_group == 4);
   rng g(seed);
   struct large_case {
     shape x, y;
@@ -405,6 +406,11 @@ void check_large_reductions(std::uint64_t seed) {
       {shape{4100, 131}, shape{131}, {false, {0}, false}},
       {shape{40, 103, 131}, shape{103, 1}, {false, {0, 1}, false}},
       {shape{3, 4100, 130}, shape{130}, {false, {1}, false}},
+      // Rows of grouped_row_bytes or more, in groups of row_group rows: groups that cross
+      // the wrap of reduced axes y keeps apart, y broadcast along the columns; y along the
+      // rows, several output rows.
+      {shape{20, 7, 4099}, shape{7, 1}, {false, {0, 1}, false}},
+      {shape{2, 70, 4100}, shape{4100}, {false, {1}, false}},
   };
   for (const large_case& c : cases) {
     const tensor<float> x = random_tensor<float>(g, c.x, domain{{part::magnitude, -4, 4}, {part::uniform, -1, 1}});
