@@ -805,6 +805,7 @@ template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op 
           next_row();
           return r;
         };
+        // Rows q, q + 1, ...: a braced list runs its initializers left to right.
         const std::array<B, row_group> group{at_next(k)...};
         fold_rows(group[k]...);
       }(std::make_index_sequence<row_group>{});
