@@ -369,13 +369,14 @@ TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcas
   });
 }
 
-// Wide slices (streams_columns) fold a row at a time in blocks of rows, combined in block
-// order: exact sums of integers and products of powers of two (of int64 too), NaN and
-// signed zeros in max and min, the columns' end a masked batch, on every path and the same
-// bits on one, two and three threads; sums of fractions bit for bit in the documented
-// order. Rows of 133 columns, and of 4133 (grouped_row_bytes or more: groups of
-// row_group rows, and the rows left over in each block, 63 rows for floats).
-TEST_CASE("reduce: wide column slices fold a row at a time in blocks combined in order", "[reduce][threads]") {
+// Wide slices (streams_columns) fold by rows in blocks of rows, combined in block order:
+// exact sums of integers and products of powers of two (of int64 too), NaN and signed
+// zeros in max and min, the columns' end a masked batch, on every path and the same bits
+// on one, two and three threads; sums of fractions bit for bit in the documented order
+// (on the portable path, fold_columns: each column down all its rows). Rows of 133
+// columns, and of 4133 (grouped_row_bytes or more: groups of row_group rows, and the rows
+// left over in each block of 63).
+TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order", "[reduce][threads]") {
   static_assert(xlite::expr::grouped_row_bytes == 16 * 1024 && xlite::expr::row_group == 4);
   // Equal values with equal signs, or both NaN.
   const auto same_values = []<class T>(const tensor<T>& a, const tensor<T>& b) {
@@ -423,10 +424,13 @@ TEST_CASE("reduce: wide column slices fold a row at a time in blocks combined in
         }
       }
     }
-    // Fractions, summed in the order the header gives: each column down the rows of a
-    // block, the blocks' sums in order.
-    tensor<T> fractions(s), ordered_sums(shape{columns});
+    // Fractions, summed in the order the header gives: on the SIMD paths each column down
+    // the rows of a block, the blocks' sums in order; on the portable path down all rows.
+    tensor<T> fractions, ordered_sums, sequential_sums;
     if constexpr (floating) {
+      fractions = tensor<T>(s);
+      ordered_sums = tensor<T>(shape{columns});
+      sequential_sums = tensor<T>(shape{columns});
       for (T& v : fractions) v = static_cast<T>(std::uniform_real_distribution<double>(-1, 1)(g));
       const std::int64_t rows_per_block = xlite::expr::streamed_block / columns;
       for (std::int64_t c = 0; c < columns; ++c) {
@@ -435,6 +439,8 @@ TEST_CASE("reduce: wide column slices fold a row at a time in blocks combined in
           for (std::int64_t r = first + 1; r < std::min(rows, first + rows_per_block); ++r) block += fractions(r, c);
           ordered_sums(c) = first == 0 ? block : ordered_sums(c) + block;
         }
+        sequential_sums(c) = fractions(0, c);
+        for (std::int64_t r = 1; r < rows; ++r) sequential_sums(c) += fractions(r, c);
       }
     }
     if constexpr (floating) {
@@ -468,8 +474,7 @@ TEST_CASE("reduce: wide column slices fold a row at a time in blocks combined in
             CHECK(std::isnan(got[4](c)) == std::isnan(sums(c)));
             if (!std::isnan(sums(c))) CHECK(got[4](c) == sums(c) / T(rows));
           }
-          // On the SIMD paths (the portable one folds columns in chains: fold_columns).
-          if (xlite::kernels::simd_path_active()) CHECK(bitwise_equal(got[5], ordered_sums));
+          CHECK(bitwise_equal(got[5], xlite::kernels::simd_path_active() ? ordered_sums : sequential_sums));
         }
         if (n == 1) one_thread = got;
         for (std::size_t k = 0; k < got.size(); ++k) CHECK(bitwise_equal(got[k], one_thread[k]));

@@ -407,10 +407,11 @@ void check_large_reductions(std::uint64_t seed) {
       {shape{40, 103, 131}, shape{103, 1}, {false, {0, 1}, false}},
       {shape{3, 4100, 130}, shape{130}, {false, {1}, false}},
       // Rows of grouped_row_bytes or more, in groups of row_group rows: groups that cross
-      // the wrap of reduced axes y keeps apart, y broadcast along the columns; y along the
-      // rows, several output rows.
+      // the wrap of reduced axes y keeps apart, y broadcast along the columns; several
+      // output rows, y broadcast over the rows, each output row in blocks of 63, 63 and 5
+      // rows.
       {shape{20, 7, 4099}, shape{7, 1}, {false, {0, 1}, false}},
-      {shape{2, 70, 4100}, shape{4100}, {false, {1}, false}},
+      {shape{2, 131, 4100}, shape{4100}, {false, {1}, false}},
   };
   for (const large_case& c : cases) {
     const tensor<float> x = random_tensor<float>(g, c.x, domain{{part::magnitude, -4, 4}, {part::uniform, -1, 1}});

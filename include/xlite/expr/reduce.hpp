@@ -709,7 +709,7 @@ struct fold_reduction {
 };
 
 // Slices of at least this many elements down at least this many columns (one inner
-// dimension), sum, mean, prod, max and min fold a row at a time on the SIMD path
+// dimension), sum, mean, prod, max and min fold by rows on the SIMD path
 // (stream_columns); the shape alone decides, so the bits do not depend on the thread
 // count. fold_columns walks all reduced positions for each tile of columns: a pass over
 // the slice per tile, each reading a piece of every row, which the prefetchers follow
@@ -732,18 +732,18 @@ bool streams_columns(const reduction_plan<Leaves>& plan) {
          plan.outputs_inner <= streamed_block / 16 && plan.reduced * plan.outputs_inner >= streamed_slice;
 }
 
-// Streamed rows at least this many bytes long fold in groups of row_group rows: each batch
-// of columns takes its accumulator from memory once per group, adds the group's rows in
-// order in a register, and stores it once, which reads the rows as row_group streams,
-// each on pages of its own. A column's additions keep their order, so the grouping
-// changes no bits. One thread, sum(x, {0}) floats, a row at a time against in groups of
-// four: 4096 x 4096 4.5 against 2.7 ms, 512 x 16384 2.2 against 1.1, 64 x 8192 49
-// against 33 us. On shorter rows a hand-written loop lost as often as it gained: out of
-// cache, 65536 x 256 (1 KiB rows) 2.3 against 4.9 ms and 16384 x 1024 2.7 against 3.1,
-// where several rows interleaved within a page confuse the prefetchers; in L3, 1024 x
-// 1024 64 against 52 us.
+// Streamed slices whose rows of accumulators are at least this many bytes long fold in
+// groups of row_group rows: each batch of columns takes its accumulator from memory once
+// per group, adds the group's rows in order in a register, and stores it once, which
+// reads the rows as row_group streams, each on pages of its own. A column's additions
+// keep their order, so the grouping changes no bits. One thread, sum(x, {0}) floats, a
+// row at a time against in groups of four: 4096 x 4096 4.5 against 2.7 ms, 512 x 16384
+// 2.2 against 1.1, 64 x 8192 49 against 33 us. On shorter rows a hand-written loop mostly
+// lost: out of cache, 65536 x 256 (1 KiB rows) 2.3 against 4.9 ms and 16384 x 1024 2.7
+// against 3.1, where several rows interleaved within a page confuse the prefetchers; in
+// L3, 1024 x 1024, it gained (64 against 52 us).
 inline constexpr std::int64_t grouped_row_bytes = 16 * 1024;
-inline constexpr std::size_t row_group = 4;
+inline constexpr std::int64_t row_group = 4;
 
 // Folds reduced positions [q_begin, q_end) of output row p (one inner dimension) into the
 // row `to` of plan.outputs_inner accumulators, a position at a time in order: the
@@ -798,7 +798,7 @@ template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op 
   std::fill_n(to, columns, red::template identity<R>());
   std::int64_t q = q_begin;
   if (columns * static_cast<std::int64_t>(sizeof(R)) >= grouped_row_bytes) {
-    for (; q + static_cast<std::int64_t>(row_group) <= q_end; q += static_cast<std::int64_t>(row_group)) {
+    for (; q + row_group <= q_end; q += row_group) {
       [&]<std::size_t... k>(std::index_sequence<k...>) {
         const auto at_next = [&](std::size_t) {
           const B r = row;
@@ -806,9 +806,9 @@ template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op 
           return r;
         };
         // Rows q, q + 1, ...: a braced list runs its initializers left to right.
-        const std::array<B, row_group> group{at_next(k)...};
+        const std::array<B, sizeof...(k)> group{at_next(k)...};
         fold_rows(group[k]...);
-      }(std::make_index_sequence<row_group>{});
+      }(std::make_index_sequence<static_cast<std::size_t>(row_group)>{});
     }
   }
   for (; q < q_end; ++q) {
