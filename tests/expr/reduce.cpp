@@ -374,10 +374,12 @@ TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcas
 // zeros in max and min, the columns' end a masked batch, on every path and the same bits
 // on one, two and three threads; sums of fractions bit for bit in the documented order
 // (on the portable path, fold_columns: each column down all its rows). Rows of 133
-// columns, and of 4133 (grouped_row_bytes or more: groups of row_group rows, and the rows
-// left over in each block of 63).
+// columns; of 4133 (grouped_row_bytes or more: groups of row_group rows, and the rows left
+// over in each block of 63); of 16500 (longer than streamed_panel: panels of 16384 and
+// 116 columns, blocks of 16 rows and one of 3).
 TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order", "[reduce][threads]") {
   static_assert(xlite::expr::grouped_row_bytes == 16 * 1024 && xlite::expr::row_group == 4);
+  static_assert(xlite::expr::streamed_panel == 16384 && xlite::expr::panel_min_rows <= 67);
   // Equal values with equal signs, or both NaN.
   const auto same_values = []<class T>(const tensor<T>& a, const tensor<T>& b) {
     return a.shape() == b.shape() && std::equal(a.begin(), a.end(), b.begin(), [](T u, T v) {
@@ -400,7 +402,7 @@ TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order",
     }
     if constexpr (floating) {
       // Signed zeros, in every block and block by block (the first of three -0 only).
-      const std::int64_t first_block = xlite::expr::streamed_block / columns;
+      const std::int64_t first_block = xlite::expr::streamed_block / std::min(columns, xlite::expr::streamed_panel);
       for (std::int64_t r = 0; r < rows; ++r) {
         x(r, 7) = r % 3 == 0 ? T(-0.0) : T(0.0);
         x(r, 8) = r < first_block ? T(-0.0) : T(0.0);
@@ -432,7 +434,7 @@ TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order",
       ordered_sums = tensor<T>(shape{columns});
       sequential_sums = tensor<T>(shape{columns});
       for (T& v : fractions) v = static_cast<T>(std::uniform_real_distribution<double>(-1, 1)(g));
-      const std::int64_t rows_per_block = xlite::expr::streamed_block / columns;
+      const std::int64_t rows_per_block = xlite::expr::streamed_block / std::min(columns, xlite::expr::streamed_panel);
       for (std::int64_t c = 0; c < columns; ++c) {
         for (std::int64_t first = 0; first < rows; first += rows_per_block) {
           T block = fractions(first, c);
@@ -481,7 +483,7 @@ TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order",
       }
     });
   };
-  for (const auto& [rows, columns] : {std::pair<std::int64_t, std::int64_t>{4100, 133}, {137, 4133}}) {
+  for (const auto& [rows, columns] : {std::pair<std::int64_t, std::int64_t>{4100, 133}, {137, 4133}, {67, 16500}}) {
     INFO(rows << " x " << columns);
     check.template operator()<float>(rows, columns);
     check.template operator()<double>(rows, columns);

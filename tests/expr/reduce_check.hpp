@@ -382,6 +382,7 @@ void check_large_reductions(std::uint64_t seed) {
   static_assert(xlite::expr::reduction_block == 1 << 14);
   static_assert(xlite::expr::streamed_slice == 1 << 19 && xlite::expr::streamed_columns == 128);
   static_assert(xlite::expr::grouped_row_bytes == 16 * 1024 && xlite::expr::row_group == 4);
+  static_assert(xlite::expr::streamed_panel == 16384 && xlite::expr::panel_min_rows <= 33);
   rng g(seed);
   struct large_case {
     shape x, y;
@@ -412,6 +413,9 @@ void check_large_reductions(std::uint64_t seed) {
       // rows.
       {shape{20, 7, 4099}, shape{7, 1}, {false, {0, 1}, false}},
       {shape{2, 131, 4100}, shape{4100}, {false, {1}, false}},
+      // Rows longer than streamed_panel, in panels of 16384 and 16 columns, y broadcast
+      // along the columns.
+      {shape{2, 33, 16400}, shape{33, 1}, {false, {1}, false}},
   };
   for (const large_case& c : cases) {
     const tensor<float> x = random_tensor<float>(g, c.x, domain{{part::magnitude, -4, 4}, {part::uniform, -1, 1}});

@@ -23,10 +23,11 @@
 // min accumulate them in four chains in turn, restarted on chain 0 at each run along the
 // last reduced dimension and merged pairwise (fold_columns). So the bits may depend on
 // the tile and on how the reduced dimensions merge (which a broadcast leaf decides), never
-// on the thread count. Slices of at least 2^19 elements down 128 to 16384 columns (one
-// kept inner dimension) are the exception for sum, mean, prod, max and min on the SIMD
-// path (stream_columns): each column accumulates in row-major order with no chains, in
-// blocks of at most 2^18 elements of whole rows, the blocks combined in order. argmax
+// on the thread count. Slices of at least 2^19 elements down 128 columns or more (one kept
+// inner dimension; more than 16384 with 32 rows or more) are the exception for sum, mean,
+// prod, max and min on the SIMD path (stream_columns): each column accumulates in
+// row-major order with no chains, in blocks of whole rows of at most 2^18 elements of a
+// panel of at most 16384 columns, the blocks combined in order. argmax
 // walks the row loops and fold_columns; its answer, the first maximum (NaN counting as the
 // largest), does not depend on the order.
 
@@ -722,17 +723,27 @@ inline constexpr std::int64_t streamed_columns = 128;
 // Streamed slices fold in blocks of whole rows of at most this many elements, each into a
 // row of its own, which then combine in block order: threads split the rows, each reading
 // its rows whole and in order, where splitting the columns had each read a part of every
-// row. Rows of more than 1/16 of a block stay with fold_columns, so that the scratch rows
-// stay a sixteenth of the slice at most.
+// row.
 inline constexpr std::int64_t streamed_block = 1 << 18;
+// Longer rows are cut into panels of this many columns, each a task of its own, so that a
+// block holds 16 rows at least and the scratch rows are a sixteenth of the slice at most.
+// Such rows stream only where there are at least panel_min_rows of them: fold_columns
+// reads 16 long rows well, and many badly. One thread, sum(x, {0}) floats, by tiles
+// against streamed: 16 x 262144 294 against 284 us (a hand-written streamed loop 381),
+// 256 x 65536 5.6 against 2.1 ms, 96 x 32768 514 against 215 us, 48 x 65536 389 against
+// 210, 40 x 131072 815 against 480, 32 x 262144 1195 against 889; but in L3, 32 x 65536
+// and 64 x 32768 took 1.2 times as long streamed, and 64 x 65536 the same.
+inline constexpr std::int64_t streamed_panel = streamed_block / 16;
+inline constexpr std::int64_t panel_min_rows = 32;
 
 template <std::size_t Leaves>
 bool streams_columns(const reduction_plan<Leaves>& plan) {
   return plan.inner_dims.second - plan.inner_dims.first == 1 && plan.outputs_inner >= streamed_columns &&
-         plan.outputs_inner <= streamed_block / 16 && plan.reduced * plan.outputs_inner >= streamed_slice;
+         plan.reduced * plan.outputs_inner >= streamed_slice &&
+         (plan.outputs_inner <= streamed_panel || plan.reduced >= panel_min_rows);
 }
 
-// Streamed slices whose rows of accumulators are at least this many bytes long fold in
+// Streamed panels whose rows of accumulators are at least this many bytes long fold in
 // groups of row_group rows: each batch of columns takes its accumulator from memory once
 // per group, adds the group's rows in order in a register, and stores it once, which
 // reads the rows as row_group streams, each on pages of its own. A column's additions
@@ -745,16 +756,18 @@ bool streams_columns(const reduction_plan<Leaves>& plan) {
 inline constexpr std::int64_t grouped_row_bytes = 16 * 1024;
 inline constexpr std::int64_t row_group = 4;
 
-// Folds reduced positions [q_begin, q_end) of output row p (one inner dimension) into the
-// row `to` of plan.outputs_inner accumulators, a position at a time in order: the
-// reduction's identity, then red::combine of each position's values with it (as
-// fold_reduction's start, then its add), as fold_columns' tiles of several batches fold
-// each column (no chains), the row's end as one masked batch; rows of grouped_row_bytes
-// or more in groups of row_group. Contiguous: no leaf broadcast along the columns
-// (plan.loop.rows_contiguous), so no batch tests for one. Flattened.
+// Folds columns [c_begin, c_end) (a panel) of reduced positions [q_begin, q_end) of output
+// row p (one inner dimension) into the same columns of the row `to` of accumulators, a
+// position at a time in order: the reduction's identity, then red::combine of each
+// position's values with it (as fold_reduction's start, then its add), as fold_columns'
+// tiles of several batches fold each column (no chains), the panel's end as one masked
+// batch; panels of grouped_row_bytes or more in groups of row_group rows. Contiguous: no
+// leaf broadcast along the columns (plan.loop.rows_contiguous), so no batch tests for one.
+// Flattened.
 template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op O, class R>
 [[gnu::flatten]] void stream_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, std::int64_t p,
-                                     std::int64_t q_begin, std::int64_t q_end, R* to) {
+                                     std::int64_t q_begin, std::int64_t q_end, std::int64_t c_begin, std::int64_t c_end,
+                                     R* to) {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
   constexpr auto width = static_cast<std::int64_t>(batch::size);
@@ -765,8 +778,7 @@ template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op 
   const std::size_t inner_dim = plan.loop.rank - 1;
   const std::size_t last_reduced = plan.reduced_dims.second - 1;
   const std::int64_t along_last = plan.loop.dims[last_reduced];
-  const std::int64_t columns = plan.outputs_inner;
-  const std::int64_t whole_end = columns / width * width;
+  const std::int64_t whole_end = c_begin + (c_end - c_begin) / width * width;
   B row = bound_expr; // a local copy, as in fold_columns
   start_row(row, strides, index.data(), inner_dim);
   // To the next reduced position: along the last reduced dimension a step; where it wraps,
@@ -782,22 +794,22 @@ template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op 
   };
   // Folds the rows given, in order, into `to`.
   const auto fold_rows = [&](const auto&... rows) {
-    std::int64_t c = 0;
+    std::int64_t c = c_begin;
     for (; c < whole_end; c += width) {
       batch acc = batch::load_unaligned(to + c);
       ((acc = red::combine(acc, batch(rows.template get<Arch, L, Contiguous>(c)))), ...);
       acc.store_unaligned(to + c);
     }
-    if (c < columns) {
-      const auto lanes = static_cast<std::size_t>(columns - c);
+    if (c < c_end) {
+      const auto lanes = static_cast<std::size_t>(c_end - c);
       batch acc = kernels::load_first<batch>(to + c, lanes);
       ((acc = red::combine(acc, batch(rows.template get_first<Arch, L, Contiguous>(c, lanes)))), ...);
       kernels::store_first(to + c, acc, lanes);
     }
   };
-  std::fill_n(to, columns, red::template identity<R>());
+  std::fill(to + c_begin, to + c_end, red::template identity<R>());
   std::int64_t q = q_begin;
-  if (columns * static_cast<std::int64_t>(sizeof(R)) >= grouped_row_bytes) {
+  if ((c_end - c_begin) * static_cast<std::int64_t>(sizeof(R)) >= grouped_row_bytes) {
     for (; q + row_group <= q_end; q += row_group) {
       [&]<std::size_t... k>(std::index_sequence<k...>) {
         const auto at_next = [&](std::size_t) {
@@ -829,9 +841,10 @@ const void* first_leaf_address(B expr) {
 }
 
 // reduce_columns for the slices streams_columns picks, into out: each output row's
-// reduced positions in blocks of at most streamed_block elements (whole rows), the blocks
-// of all output rows as parallel tasks, each into a scratch row, then each output row's
-// blocks combined in order into out, a row at a time. The scratch rows start 2 KiB past
+// reduced positions in blocks of whole rows of at most streamed_block elements of a panel
+// (all columns, or streamed_panel), the panels of the blocks of all output rows as
+// parallel tasks, each block into a scratch row, then each output row's blocks combined
+// in order into out, a row at a time. The scratch rows start 2 KiB past
 // the first leaf's offset in a 4 KiB page: a load waits on an earlier store to an address
 // with the same low 12 bits (4K aliasing), and where rows are whole pages long every load
 // of a block would (one thread, 16 bytes past the leaf against 2 KiB: 256 x 4096 floats 102
@@ -843,7 +856,9 @@ void reduce_columns_streamed(const B& bound_expr, const reduction_plan<Leaves>& 
   constexpr auto width = static_cast<std::int64_t>(batch::size);
   constexpr std::int64_t page = 4096;
   const std::int64_t columns = plan.outputs_inner;
-  const std::int64_t rows_per_block = streamed_block / columns; // at least 16: streams_columns
+  const std::int64_t panel = std::min(columns, streamed_panel);
+  const std::int64_t panels = (columns + panel - 1) / panel;
+  const std::int64_t rows_per_block = streamed_block / panel; // at least 16
   const std::int64_t blocks = (plan.reduced + rows_per_block - 1) / rows_per_block;
   constexpr auto size = static_cast<std::int64_t>(sizeof(R));
   const aligned_array<R> scratch = allocate_aligned<R>(plan.outputs_outer * blocks * columns + page / size);
@@ -852,17 +867,19 @@ void reduce_columns_streamed(const B& bound_expr, const reduction_plan<Leaves>& 
   };
   const std::int64_t shift = (offset(first_leaf_address(bound_expr)) + page / 2 - offset(scratch.get()) + page) % page;
   R* const rows = scratch.get() + shift / size;
-  run_tasks(pool, plan.outputs_outer * blocks, 1, bound_expr, plan,
-            [rows, columns, blocks, rows_per_block](const B& expr, const reduction_plan<Leaves>& layout,
-                                                    std::int64_t first, std::int64_t last) {
+  run_tasks(pool, plan.outputs_outer * blocks * panels, 1, bound_expr, plan,
+            [rows, columns, blocks, rows_per_block, panel, panels](const B& expr, const reduction_plan<Leaves>& layout,
+                                                                   std::int64_t first, std::int64_t last) {
               for (std::int64_t task = first; task < last; ++task) {
-                const std::int64_t p = task / blocks, q = task % blocks * rows_per_block;
+                const std::int64_t block_of_all = task / panels; // output row p's block, p * blocks + block
+                const std::int64_t p = block_of_all / blocks, q = block_of_all % blocks * rows_per_block;
                 const std::int64_t q_end = std::min(layout.reduced, q + rows_per_block);
-                R* const to = rows + task * columns;
+                const std::int64_t c = task % panels * panel, c_end = std::min(columns, c + panel);
+                R* const to = rows + block_of_all * columns;
                 if (layout.loop.rows_contiguous) {
-                  stream_columns<Arch, L, true, B, Leaves, O>(expr, layout, p, q, q_end, to);
+                  stream_columns<Arch, L, true, B, Leaves, O>(expr, layout, p, q, q_end, c, c_end, to);
                 } else {
-                  stream_columns<Arch, L, false, B, Leaves, O>(expr, layout, p, q, q_end, to);
+                  stream_columns<Arch, L, false, B, Leaves, O>(expr, layout, p, q, q_end, c, c_end, to);
                 }
               }
             });
