@@ -371,12 +371,13 @@ TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcas
 
 // Wide slices (streams_columns) fold by rows in blocks of rows, combined in block order:
 // exact sums of integers and products of powers of two (of int64 too), NaN and signed
-// zeros in max and min, the columns' end a masked batch, on every path and the same bits
-// on one, two and three threads; sums of fractions bit for bit in the documented order
-// (on the portable path, fold_columns: each column down all its rows). Rows of 133
-// columns; of 4133 (grouped_row_bytes or more: groups of row_group rows, and the rows left
-// over in each block of 63); of 16500 (longer than streamed_panel: panels of 16384 and
-// 116 columns, blocks of 16 rows and one of 3).
+// zeros in max and min, argmax among many equal values (the first, across blocks too), the
+// columns' end a masked batch, on every path and the same bits on one, two and three
+// threads; sums of fractions bit for bit in the documented order (on the portable path,
+// fold_columns: each column down all its rows). Rows of 133 columns; of 4133
+// (grouped_row_bytes or more: groups of row_group rows, and the rows left over in each
+// block of 63); of 16501 (longer than streamed_panel: panels of 16384 and 117 columns,
+// blocks of 16 rows and one of 3).
 TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order", "[reduce][threads]") {
   static_assert(xlite::expr::grouped_row_bytes == 16 * 1024 && xlite::expr::row_group == 4);
   static_assert(xlite::expr::streamed_panel == 16384 && xlite::expr::panel_min_rows <= 67);
@@ -414,8 +415,11 @@ TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order",
     tensor<T> sums(shape{columns}, T(0)), products(shape{columns}, T(1));
     tensor<T> maxima(shape{columns}, std::numeric_limits<T>::lowest()),
         minima(shape{columns}, std::numeric_limits<T>::max());
+    tensor<std::int64_t> first_maxima(shape{columns}, 0);
     for (std::int64_t c = 0; c < columns; ++c) {
       for (std::int64_t r = 0; r < rows; ++r) {
+        const T best = x(first_maxima(c), c);
+        if (x(r, c) > best || (x(r, c) != x(r, c) && best == best)) first_maxima(c) = r;
         sums(c) += x(r, c);
         products(c) *= factors(r, c);
         if (x(r, c) != x(r, c) || maxima(c) != maxima(c)) {
@@ -465,6 +469,7 @@ TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order",
         xlite::thread_pool pool(n);
         xlite::scoped_thread_pool use(pool);
         INFO(n << " threads");
+        CHECK(xlite::argmax(x, {0}) == first_maxima);
         const std::vector<tensor<T>> got = reduce_all();
         CHECK(same_values(got[0], sums));
         CHECK(same_values(got[1], products));
@@ -483,7 +488,7 @@ TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order",
       }
     });
   };
-  for (const auto& [rows, columns] : {std::pair<std::int64_t, std::int64_t>{4100, 133}, {137, 4133}, {67, 16500}}) {
+  for (const auto& [rows, columns] : {std::pair<std::int64_t, std::int64_t>{4100, 133}, {137, 4133}, {67, 16501}}) {
     INFO(rows << " x " << columns);
     check.template operator()<float>(rows, columns);
     check.template operator()<double>(rows, columns);

@@ -26,10 +26,10 @@
 // on the thread count. Slices of at least 2^19 elements down 128 columns or more (one kept
 // inner dimension; more than 16384 with 32 rows or more) are the exception for sum, mean,
 // prod, max and min on the SIMD path (stream_columns): each column accumulates in
-// row-major order with no chains, in blocks of whole rows of at most 2^18 elements of a
-// panel of at most 16384 columns, the blocks combined in order. argmax
-// walks the row loops and fold_columns; its answer, the first maximum (NaN counting as the
-// largest), does not depend on the order.
+// row-major order with no chains, in blocks of 2^18 / min(columns, 16384) rows (the last
+// block shorter), the blocks combined in order. argmax walks the row loops, fold_columns
+// and stream_columns; its answer, the first maximum (NaN counting as the largest), does
+// not depend on the order.
 
 #include <algorithm>
 #include <array>
@@ -710,7 +710,7 @@ struct fold_reduction {
 };
 
 // Slices of at least this many elements down at least this many columns (one inner
-// dimension), sum, mean, prod, max and min fold by rows on the SIMD path
+// dimension), sum, mean, prod, max, min and argmax fold by rows on the SIMD path
 // (stream_columns); the shape alone decides, so the bits do not depend on the thread
 // count. fold_columns walks all reduced positions for each tile of columns: a pass over
 // the slice per tile, each reading a piece of every row, which the prefetchers follow
@@ -720,19 +720,20 @@ struct fold_reduction {
 // 67.5; at the threshold, 4096 x 128, 34 and 31-34).
 inline constexpr std::int64_t streamed_slice = 1 << 19;
 inline constexpr std::int64_t streamed_columns = 128;
-// Streamed slices fold in blocks of whole rows of at most this many elements, each into a
-// row of its own, which then combine in block order: threads split the rows, each reading
-// its rows whole and in order, where splitting the columns had each read a part of every
-// row.
+// Streamed slices fold in blocks of whole rows, at most this many elements of each panel,
+// each into a row of its own, which then combine in block order: threads split the rows,
+// each reading its rows whole and in order, where splitting the columns had each read a
+// part of every row.
 inline constexpr std::int64_t streamed_block = 1 << 18;
 // Longer rows are cut into panels of this many columns, each a task of its own, so that a
-// block holds 16 rows at least and the scratch rows are a sixteenth of the slice at most.
-// Such rows stream only where there are at least panel_min_rows of them: fold_columns
-// reads 16 long rows well, and many badly. One thread, sum(x, {0}) floats, by tiles
-// against streamed: 16 x 262144 294 against 284 us (a hand-written streamed loop 381),
-// 256 x 65536 5.6 against 2.1 ms, 96 x 32768 514 against 215 us, 48 x 65536 389 against
-// 210, 40 x 131072 815 against 480, 32 x 262144 1195 against 889; but in L3, 32 x 65536
-// and 64 x 32768 took 1.2 times as long streamed, and 64 x 65536 the same.
+// block holds 16 rows (the last may hold fewer) and the scratch rows are about a
+// sixteenth of the slice. Such rows stream only where there are at least panel_min_rows
+// of them: fold_columns reads 16 long rows well, and many badly. One thread, sum(x, {0})
+// floats, by tiles against streamed: 256 x 65536 5.6 against 2.1 ms, 96 x 32768 514
+// against 215 us, 48 x 65536 389 against 210, 40 x 131072 815 against 480, 32 x 262144
+// 1195 against 889; but in L3, 32 x 65536 and 64 x 32768 took 1.2 times as long
+// streamed, and 64 x 65536 the same; 16 x 262144 took 335 us by tiles, 381 in a
+// hand-written streamed loop.
 inline constexpr std::int64_t streamed_panel = streamed_block / 16;
 inline constexpr std::int64_t panel_min_rows = 32;
 
@@ -756,20 +757,61 @@ bool streams_columns(const reduction_plan<Leaves>& plan) {
 inline constexpr std::int64_t grouped_row_bytes = 16 * 1024;
 inline constexpr std::int64_t row_group = 4;
 
-// Folds columns [c_begin, c_end) (a panel) of reduced positions [q_begin, q_end) of output
-// row p (one inner dimension) into the same columns of the row `to` of accumulators, a
-// position at a time in order: the reduction's identity, then red::combine of each
-// position's values with it (as fold_reduction's start, then its add), as fold_columns'
-// tiles of several batches fold each column (no chains), the panel's end as one masked
-// batch; panels of grouped_row_bytes or more in groups of row_group rows. Contiguous: no
-// leaf broadcast along the columns (plan.loop.rows_contiguous), so no batch tests for one.
-// Flattened.
-template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op O, class R>
-[[gnu::flatten]] void stream_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, std::int64_t p,
-                                     std::int64_t q_begin, std::int64_t q_end, std::int64_t c_begin, std::int64_t c_end,
-                                     R* to) {
+// The rows of a streamed slice's blocks each fold into: for sum, mean, prod, max and min a
+// row of accumulators of R per block. A Fold of stream_columns gives, for the columns of
+// its block's scratch rows, their start (start), the accumulator of a batch of columns
+// (load, load_first for a masked one), that accumulator with the values of the block's
+// row `at` added (add), and its store (store, store_first); merge then combines each
+// output row's blocks in order into the output.
+template <op O, class R, class Arch>
+struct streamed_reduction {
   using red = kernels::reduction<O>;
   using batch = kernels::batch_t<R, Arch>;
+  using scratch_type = R;
+  using output_type = R;
+  static constexpr std::int64_t scratch_rows = 1;
+  R* row;
+
+  streamed_reduction(R* block_rows, std::int64_t /*columns*/) : row(block_rows) {}
+  void start(std::int64_t c_begin, std::int64_t c_end) const {
+    std::fill(row + c_begin, row + c_end, red::template identity<R>());
+  }
+  batch load(std::int64_t c) const { return batch::load_unaligned(row + c); }
+  batch load_first(std::int64_t c, std::size_t lanes) const { return kernels::load_first<batch>(row + c, lanes); }
+  static void add(batch& acc, const batch& v, std::int64_t /*at*/) { acc = red::combine(acc, v); }
+  void store(std::int64_t c, const batch& acc) const { acc.store_unaligned(row + c); }
+  void store_first(std::int64_t c, const batch& acc, std::size_t lanes) const {
+    kernels::store_first(row + c, acc, lanes);
+  }
+  // An output row's `blocks` scratch rows, one after another, combined in order into out.
+  static void merge(const R* blocks_rows, std::int64_t blocks, std::int64_t columns, std::int64_t /*rows_per_block*/,
+                    R* out) {
+    constexpr auto width = static_cast<std::int64_t>(batch::size);
+    std::copy_n(blocks_rows, columns, out);
+    for (std::int64_t block = 1; block < blocks; ++block) {
+      const R* const from = blocks_rows + block * columns;
+      std::int64_t c = 0;
+      for (; c + width <= columns; c += width) {
+        red::combine(batch::load_unaligned(out + c), batch::load_unaligned(from + c)).store_unaligned(out + c);
+      }
+      for (; c < columns; ++c) out[c] = red::combine(out[c], from[c]);
+    }
+  }
+};
+
+// Folds columns [c_begin, c_end) (a panel) of reduced positions [q_begin, q_end) of output
+// row p (one inner dimension) into the same columns of `fold`'s scratch rows, a position at
+// a time in order: fold.start, then fold.add of each position's values (for a
+// streamed_reduction, red::combine with the identity first, as fold_reduction's start,
+// then its add: as fold_columns' tiles of several batches fold each column, no chains),
+// the panel's end as one masked batch; panels of grouped_row_bytes or more in groups of
+// row_group rows. Contiguous: no leaf broadcast along the columns
+// (plan.loop.rows_contiguous), so no batch tests for one. Flattened.
+template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, class Fold>
+[[gnu::flatten]] void stream_columns(const B& bound_expr, const reduction_plan<Leaves>& plan, std::int64_t p,
+                                     std::int64_t q_begin, std::int64_t q_end, std::int64_t c_begin, std::int64_t c_end,
+                                     const Fold& fold) {
+  using batch = typename Fold::batch;
   constexpr auto width = static_cast<std::int64_t>(batch::size);
   const strides_t* const strides = plan.loop.leaf_strides.data();
   std::array<std::int64_t, max_rank> index{};
@@ -792,24 +834,26 @@ template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op 
       start_row(row, strides, index.data(), inner_dim);
     }
   };
-  // Folds the rows given, in order, into `to`.
-  const auto fold_rows = [&](const auto&... rows) {
+  // Folds the rows given, in order, the first at position `first` of the block.
+  const auto fold_rows = [&](std::int64_t first, const auto&... rows) {
     std::int64_t c = c_begin;
     for (; c < whole_end; c += width) {
-      batch acc = batch::load_unaligned(to + c);
-      ((acc = red::combine(acc, batch(rows.template get<Arch, L, Contiguous>(c)))), ...);
-      acc.store_unaligned(to + c);
+      auto acc = fold.load(c);
+      std::int64_t at = first;
+      (Fold::add(acc, batch(rows.template get<Arch, L, Contiguous>(c)), at++), ...);
+      fold.store(c, acc);
     }
     if (c < c_end) {
       const auto lanes = static_cast<std::size_t>(c_end - c);
-      batch acc = kernels::load_first<batch>(to + c, lanes);
-      ((acc = red::combine(acc, batch(rows.template get_first<Arch, L, Contiguous>(c, lanes)))), ...);
-      kernels::store_first(to + c, acc, lanes);
+      auto acc = fold.load_first(c, lanes);
+      std::int64_t at = first;
+      (Fold::add(acc, batch(rows.template get_first<Arch, L, Contiguous>(c, lanes)), at++), ...);
+      fold.store_first(c, acc, lanes);
     }
   };
-  std::fill(to + c_begin, to + c_end, red::template identity<R>());
+  fold.start(c_begin, c_end);
   std::int64_t q = q_begin;
-  if ((c_end - c_begin) * static_cast<std::int64_t>(sizeof(R)) >= grouped_row_bytes) {
+  if ((c_end - c_begin) * static_cast<std::int64_t>(sizeof(typename batch::value_type)) >= grouped_row_bytes) {
     for (; q + row_group <= q_end; q += row_group) {
       [&]<std::size_t... k>(std::index_sequence<k...>) {
         const auto at_next = [&](std::size_t) {
@@ -819,12 +863,12 @@ template <class Arch, class L, bool Contiguous, class B, std::size_t Leaves, op 
         };
         // Rows q, q + 1, ...: a braced list runs its initializers left to right.
         const std::array<B, sizeof...(k)> group{at_next(k)...};
-        fold_rows(group[k]...);
+        fold_rows(q - q_begin, group[k]...);
       }(std::make_index_sequence<static_cast<std::size_t>(row_group)>{});
     }
   }
   for (; q < q_end; ++q) {
-    fold_rows(row);
+    fold_rows(q - q_begin, row);
     next_row();
   }
 }
@@ -840,61 +884,57 @@ const void* first_leaf_address(B expr) {
   return address;
 }
 
+// How many rows a streamed slice's blocks hold (the last may hold fewer): as many as
+// fill streamed_block elements of a panel (all columns, or streamed_panel).
+template <std::size_t Leaves>
+std::int64_t streamed_rows_per_block(const reduction_plan<Leaves>& plan) {
+  return streamed_block / std::min(plan.outputs_inner, streamed_panel); // at least 16
+}
+
 // reduce_columns for the slices streams_columns picks, into out: each output row's
-// reduced positions in blocks of whole rows of at most streamed_block elements of a panel
-// (all columns, or streamed_panel), the panels of the blocks of all output rows as
-// parallel tasks, each block into a scratch row, then each output row's blocks combined
-// in order into out, a row at a time. The scratch rows start 2 KiB past
-// the first leaf's offset in a 4 KiB page: a load waits on an earlier store to an address
-// with the same low 12 bits (4K aliasing), and where rows are whole pages long every load
-// of a block would (one thread, 16 bytes past the leaf against 2 KiB: 256 x 4096 floats 102
-// against 58-63 us, 1024 x 1024 70 against 54-56).
-template <class Arch, class L, op O, class B, std::size_t Leaves, class R>
-void reduce_columns_streamed(const B& bound_expr, const reduction_plan<Leaves>& plan, thread_pool& pool, R* out) {
-  using red = kernels::reduction<O>;
-  using batch = kernels::batch_t<R, Arch>;
-  constexpr auto width = static_cast<std::int64_t>(batch::size);
+// reduced positions in blocks of streamed_rows_per_block whole rows, the panels of the
+// blocks of all output rows as parallel tasks, each block into Fold's scratch rows, then
+// each output row's blocks merged in order into out, a row at a time. The scratch rows
+// start 2 KiB past the first leaf's offset in a 4 KiB page: a load waits on an earlier
+// store to an address with the same low 12 bits (4K aliasing), and where rows are whole
+// pages long every load of a block would (one thread, 16 bytes past the leaf against 2
+// KiB: 256 x 4096 floats 102 against 58-63 us, 1024 x 1024 70 against 54-56).
+template <class Arch, class L, class Fold, class B, std::size_t Leaves>
+void reduce_columns_streamed(const B& bound_expr, const reduction_plan<Leaves>& plan, thread_pool& pool,
+                             typename Fold::output_type* out) {
+  using S = typename Fold::scratch_type;
   constexpr std::int64_t page = 4096;
   const std::int64_t columns = plan.outputs_inner;
   const std::int64_t panel = std::min(columns, streamed_panel);
   const std::int64_t panels = (columns + panel - 1) / panel;
-  const std::int64_t rows_per_block = streamed_block / panel; // at least 16
+  const std::int64_t rows_per_block = streamed_rows_per_block(plan);
   const std::int64_t blocks = (plan.reduced + rows_per_block - 1) / rows_per_block;
-  constexpr auto size = static_cast<std::int64_t>(sizeof(R));
-  const aligned_array<R> scratch = allocate_aligned<R>(plan.outputs_outer * blocks * columns + page / size);
+  const std::int64_t block_size = Fold::scratch_rows * columns; // a block's scratch rows
+  constexpr auto size = static_cast<std::int64_t>(sizeof(S));
+  const aligned_array<S> scratch = allocate_aligned<S>(plan.outputs_outer * blocks * block_size + page / size);
   const auto offset = [](const void* p) {
     return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) % page);
   };
   const std::int64_t shift = (offset(first_leaf_address(bound_expr)) + page / 2 - offset(scratch.get()) + page) % page;
-  R* const rows = scratch.get() + shift / size;
+  S* const rows = scratch.get() + shift / size;
   run_tasks(pool, plan.outputs_outer * blocks * panels, 1, bound_expr, plan,
-            [rows, columns, blocks, rows_per_block, panel, panels](const B& expr, const reduction_plan<Leaves>& layout,
-                                                                   std::int64_t first, std::int64_t last) {
+            [rows, columns, blocks, rows_per_block, panel, panels, block_size](
+                const B& expr, const reduction_plan<Leaves>& layout, std::int64_t first, std::int64_t last) {
               for (std::int64_t task = first; task < last; ++task) {
                 const std::int64_t block_of_all = task / panels; // output row p's block, p * blocks + block
                 const std::int64_t p = block_of_all / blocks, q = block_of_all % blocks * rows_per_block;
                 const std::int64_t q_end = std::min(layout.reduced, q + rows_per_block);
                 const std::int64_t c = task % panels * panel, c_end = std::min(columns, c + panel);
-                R* const to = rows + block_of_all * columns;
+                const Fold fold(rows + block_of_all * block_size, columns);
                 if (layout.loop.rows_contiguous) {
-                  stream_columns<Arch, L, true, B, Leaves, O>(expr, layout, p, q, q_end, c, c_end, to);
+                  stream_columns<Arch, L, true, B, Leaves>(expr, layout, p, q, q_end, c, c_end, fold);
                 } else {
-                  stream_columns<Arch, L, false, B, Leaves, O>(expr, layout, p, q, q_end, c, c_end, to);
+                  stream_columns<Arch, L, false, B, Leaves>(expr, layout, p, q, q_end, c, c_end, fold);
                 }
               }
             });
   for (std::int64_t p = 0; p < plan.outputs_outer; ++p) {
-    R* const to = out + p * columns;
-    const R* const first_block = rows + p * blocks * columns;
-    std::copy_n(first_block, columns, to);
-    for (std::int64_t block = 1; block < blocks; ++block) {
-      const R* const from = first_block + block * columns;
-      std::int64_t c = 0;
-      for (; c + width <= columns; c += width) {
-        red::combine(batch::load_unaligned(to + c), batch::load_unaligned(from + c)).store_unaligned(to + c);
-      }
-      for (; c < columns; ++c) to[c] = red::combine(to[c], from[c]);
-    }
+    Fold::merge(rows + p * blocks * block_size, blocks, columns, rows_per_block, out + p * columns);
   }
 }
 
@@ -936,7 +976,7 @@ auto reduce_leaves(const E& e, const axes& which, bool keep) {
     } else {
       if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
         if (streams_columns(plan)) {
-          reduce_columns_streamed<Arch, L, O>(bound_expr, plan, pool, out.data());
+          reduce_columns_streamed<Arch, L, streamed_reduction<O, R, Arch>>(bound_expr, plan, pool, out.data());
           return;
         }
       }
@@ -1104,6 +1144,64 @@ struct fold_argmax {
   void finish(const kernels::argmax_candidate<V>& acc, std::int64_t c) const { row[c] = acc.at; }
 };
 
+// The Fold of stream_columns for argmax: rows of each column's first maximum and of its
+// position from the block's start, in lanes of V (exact: the caller streams only blocks
+// of at most exact_positions<V>() rows). A column starts with the padding at position 0,
+// which the block's first row replaces unless it holds the padding, the lowest value,
+// itself. merge takes each column's winner over the blocks in order, the earlier block's
+// between equals.
+template <class V, class Arch>
+struct streamed_argmax {
+  using batch = kernels::batch_t<V, Arch>;
+  using scratch_type = V;
+  using output_type = std::int64_t;
+  static constexpr std::int64_t scratch_rows = 2; // the values, then their positions
+  struct accumulator {
+    batch value;
+    batch at;
+  };
+  V* value;
+  V* at;
+
+  streamed_argmax(V* block_rows, std::int64_t columns) : value(block_rows), at(block_rows + columns) {}
+  void start(std::int64_t c_begin, std::int64_t c_end) const {
+    std::fill(value + c_begin, value + c_end, kernels::reduction<op::max>::identity<V>());
+    std::fill(at + c_begin, at + c_end, V(0));
+  }
+  accumulator load(std::int64_t c) const { return {batch::load_unaligned(value + c), batch::load_unaligned(at + c)}; }
+  accumulator load_first(std::int64_t c, std::size_t lanes) const {
+    return {kernels::load_first<batch>(value + c, lanes), kernels::load_first<batch>(at + c, lanes)};
+  }
+  static void add(accumulator& acc, const batch& v, std::int64_t position) {
+    const auto replace = kernels::argmax_replaces(v, acc.value);
+    acc.value = xsimd::select(replace, v, acc.value);
+    acc.at = xsimd::select(replace, batch(static_cast<V>(position)), acc.at);
+  }
+  void store(std::int64_t c, const accumulator& acc) const {
+    acc.value.store_unaligned(value + c);
+    acc.at.store_unaligned(at + c);
+  }
+  void store_first(std::int64_t c, const accumulator& acc, std::size_t lanes) const {
+    kernels::store_first(value + c, acc.value, lanes);
+    kernels::store_first(at + c, acc.at, lanes);
+  }
+  static void merge(const V* blocks_rows, std::int64_t blocks, std::int64_t columns, std::int64_t rows_per_block,
+                    std::int64_t* out) {
+    std::vector<V> best(blocks_rows, blocks_rows + columns);
+    for (std::int64_t c = 0; c < columns; ++c) out[c] = static_cast<std::int64_t>(blocks_rows[columns + c]);
+    for (std::int64_t block = 1; block < blocks; ++block) {
+      const V* const values = blocks_rows + block * scratch_rows * columns;
+      const V* const positions = values + columns;
+      for (std::int64_t c = 0; c < columns; ++c) {
+        if (kernels::argmax_replaces(values[c], best[static_cast<std::size_t>(c)])) {
+          best[static_cast<std::size_t>(c)] = values[c];
+          out[c] = block * rows_per_block + static_cast<std::int64_t>(positions[c]);
+        }
+      }
+    }
+  }
+};
+
 // argmax over one axis (or the flattened tensor).
 template <class E>
 tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
@@ -1136,6 +1234,12 @@ tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
           [](const auto& a, const auto& b) { return better(a, b); },
           [&](std::int64_t p, const auto& total) { out.data()[p] = total.at; });
     } else {
+      if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
+        if (streams_columns(plan) && streamed_rows_per_block(plan) <= exact_positions<V>()) {
+          reduce_columns_streamed<Arch, L, streamed_argmax<V, Arch>>(bound_expr, plan, pool, out.data());
+          return;
+        }
+      }
       reduce_columns<Arch, L>(bound_expr, plan, pool, [out = out.data(), inner = plan.outputs_inner](std::int64_t p) {
         return fold_argmax<V>{out + p * inner};
       });
