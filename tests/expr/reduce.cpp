@@ -371,9 +371,8 @@ TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcas
 
 // Wide slices (streams_columns) fold by rows in blocks of rows, combined in block order:
 // exact sums of integers and products of powers of two (of int64 too), NaN and signed
-// zeros in max and min, argmax among many equal values (the first, across blocks too), the
-// columns' end a masked batch, on every path and the same bits on one, two and three
-// threads; sums of fractions bit for bit in the documented order (on the portable path,
+// zeros in max and min, the columns' end a masked batch, on every path and the same bits
+// on one, two and three threads; sums of fractions bit for bit in the documented order (on the portable path,
 // fold_columns: each column down all its rows). Rows of 133 columns; of 4133
 // (grouped_row_bytes or more: groups of row_group rows, and the rows left over in each
 // block of 63); of 16501 (longer than streamed_panel: panels of 16384 and 117 columns,
@@ -415,11 +414,8 @@ TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order",
     tensor<T> sums(shape{columns}, T(0)), products(shape{columns}, T(1));
     tensor<T> maxima(shape{columns}, std::numeric_limits<T>::lowest()),
         minima(shape{columns}, std::numeric_limits<T>::max());
-    tensor<std::int64_t> first_maxima(shape{columns}, 0);
     for (std::int64_t c = 0; c < columns; ++c) {
       for (std::int64_t r = 0; r < rows; ++r) {
-        const T best = x(first_maxima(c), c);
-        if (x(r, c) > best || (x(r, c) != x(r, c) && best == best)) first_maxima(c) = r;
         sums(c) += x(r, c);
         products(c) *= factors(r, c);
         if (x(r, c) != x(r, c) || maxima(c) != maxima(c)) {
@@ -469,7 +465,6 @@ TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order",
         xlite::thread_pool pool(n);
         xlite::scoped_thread_pool use(pool);
         INFO(n << " threads");
-        CHECK(xlite::argmax(x, {0}) == first_maxima);
         const std::vector<tensor<T>> got = reduce_all();
         CHECK(same_values(got[0], sums));
         CHECK(same_values(got[1], products));
@@ -492,6 +487,53 @@ TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order",
     INFO(rows << " x " << columns);
     check.template operator()<float>(rows, columns);
     check.template operator()<double>(rows, columns);
+    check.template operator()<std::int64_t>(rows, columns);
+  }
+}
+
+// argmax down slices of streamed_argmax_slice elements or more streams them (stream_columns
+// with streamed_argmax): the first maximum among many equal values, within a block, in a
+// later block only, at a block's first and last row, a NaN where a column has one, on every
+// path and on one to three threads; positions in lanes of int8 too. Rows of 4099 columns
+// (groups of four rows, blocks of 63) and of 16411 (panels of 16384 and 27 columns, blocks
+// of 16).
+TEST_CASE("reduce: argmax down large column slices streams, the first maximum across blocks", "[reduce][threads]") {
+  static_assert(xlite::expr::streamed_argmax_slice == 1 << 22);
+  rng g(71);
+  const auto check = [&]<class T>(std::int64_t rows, std::int64_t columns) {
+    INFO(xlite::dtype_of_v<T> << ", " << rows << " x " << columns);
+    tensor<T> x(shape{rows, columns});
+    for (T& v : x) v = static_cast<T>(integer(g, -6, 6));
+    const std::int64_t block = xlite::expr::streamed_block / std::min(columns, xlite::expr::streamed_panel);
+    x(rows - 1, 3) = T(7);                // the last block only
+    x(block, 5) = x(rows - 1, 5) = T(7);  // the second block's first row, and later
+    x(block - 1, 6) = x(block, 6) = T(7); // the first block's last row, and the next
+    if constexpr (std::is_floating_point_v<T>) {
+      x(integer(g, 0, rows - 1), 9) = std::numeric_limits<T>::quiet_NaN();
+      x(rows - 1, columns - 1) = std::numeric_limits<T>::quiet_NaN(); // in the masked batch
+    }
+    REQUIRE(xlite::expr::streams_columns(xlite::expr::plan_reduction(x * T(1), xlite::axes{0}, false, op::argmax)));
+    tensor<std::int64_t> first_maxima(shape{columns}, 0);
+    for (std::int64_t c = 0; c < columns; ++c) {
+      for (std::int64_t r = 1; r < rows; ++r) {
+        const T best = x(first_maxima(c), c);
+        if (x(r, c) > best || (x(r, c) != x(r, c) && best == best)) first_maxima(c) = r;
+      }
+    }
+    xlite_test::for_each_isa_path([&](xlite::isa) {
+      INFO(path_name());
+      for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
+        xlite::thread_pool pool(n);
+        xlite::scoped_thread_pool use(pool);
+        INFO(n << " threads");
+        CHECK(xlite::argmax(x, {0}) == first_maxima);
+      }
+    });
+  };
+  for (const auto& [rows, columns] : {std::pair<std::int64_t, std::int64_t>{1025, 4099}, {257, 16411}}) {
+    check.template operator()<float>(rows, columns);
+    check.template operator()<double>(rows, columns);
+    check.template operator()<std::int8_t>(rows, columns);
     check.template operator()<std::int64_t>(rows, columns);
   }
 }

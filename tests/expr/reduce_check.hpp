@@ -400,8 +400,8 @@ void check_large_reductions(std::uint64_t seed) {
       {shape{60, 93}, shape{93}, {false, {1}, false}},
       {shape{5, 40001}, shape{5, 1}, {false, {0}, false}},  // columns: SIMD across outputs
       {shape{7, 3, 3001}, shape{3, 1}, {false, {2, 0}, false}},
-      // Slices of 2^19 elements or more down 128 columns or more (sum, mean, prod, max, min
-      // and argmax stream them by rows, in blocks of rows): a masked end in every row;
+      // Slices of 2^19 elements or more down 128 columns or more (sum, mean, prod, max and
+      // min stream them by rows, in blocks of rows): a masked end in every row;
       // reduced axes that y keeps from merging, y broadcast along the columns; several
       // output rows, each in blocks.
       {shape{4100, 131}, shape{131}, {false, {0}, false}},
