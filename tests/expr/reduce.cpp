@@ -372,8 +372,8 @@ TEST_CASE("reduce: columns over reduced axes that do not merge and over broadcas
 // Wide slices (streams_columns) fold by rows in blocks of rows, combined in block order:
 // exact sums of integers and products of powers of two (of int64 too), NaN and signed
 // zeros in max and min, the columns' end a masked batch, on every path and the same bits
-// on one, two and three threads; sums of fractions bit for bit in the documented order (on the portable path,
-// fold_columns: each column down all its rows). Rows of 133 columns; of 4133
+// on one, two and three threads; sums of fractions bit for bit in the documented order
+// (on the portable path, fold_columns: each column down all its rows). Rows of 133 columns; of 4133
 // (grouped_row_bytes or more: groups of row_group rows, and the rows left over in each
 // block of 63); of 16501 (longer than streamed_panel: panels of 16384 and 117 columns,
 // blocks of 16 rows and one of 3).
@@ -493,31 +493,52 @@ TEST_CASE("reduce: wide column slices fold by rows in blocks combined in order",
 
 // argmax down slices of streamed_argmax_slice elements or more streams them (stream_columns
 // with streamed_argmax): the first maximum among many equal values, within a block, in a
-// later block only, at a block's first and last row, a NaN where a column has one, on every
-// path and on one to three threads; positions in lanes of int8 too. Rows of 4099 columns
-// (groups of four rows, blocks of 63) and of 16411 (panels of 16384 and 27 columns, blocks
-// of 16).
+// later block only, at a block's first and last row; the lowest value in every row; the
+// first of NaNs in two blocks; on every path and on one to three threads. Rows of 4099
+// columns (groups of four rows, blocks of 63) and of 16411 (panels of 16384 and 27
+// columns, blocks of 16); two output rows of x * y, y broadcast along the columns.
 TEST_CASE("reduce: argmax down large column slices streams, the first maximum across blocks", "[reduce][threads]") {
   static_assert(xlite::expr::streamed_argmax_slice == 1 << 22);
   rng g(71);
-  const auto check = [&]<class T>(std::int64_t rows, std::int64_t columns) {
-    INFO(xlite::dtype_of_v<T> << ", " << rows << " x " << columns);
-    tensor<T> x(shape{rows, columns});
+  // x (outer x rows x columns, or rows x columns) times y (rows x 1), or times 1.
+  const auto check = [&]<class T>(std::int64_t outer, std::int64_t rows, std::int64_t columns, bool broadcast) {
+    INFO(xlite::dtype_of_v<T> << ", " << outer << " x " << rows << " x " << columns);
+    const shape xs = outer > 1 ? shape{outer, rows, columns} : shape{rows, columns};
+    tensor<T> x(xs), y(shape{rows, 1});
     for (T& v : x) v = static_cast<T>(integer(g, -6, 6));
+    for (T& v : y) v = broadcast ? static_cast<T>(integer(g, 1, 2)) : T(1);
+    const xlite::axes reduced{outer > 1 ? 1 : 0};
+    const auto argmax_of_product = [&] {
+      return broadcast ? xlite::argmax(x * y, reduced) : xlite::argmax(x * T(1), reduced);
+    };
     const std::int64_t block = xlite::expr::streamed_block / std::min(columns, xlite::expr::streamed_panel);
-    x(rows - 1, 3) = T(7);                // the last block only
-    x(block, 5) = x(rows - 1, 5) = T(7);  // the second block's first row, and later
-    x(block - 1, 6) = x(block, 6) = T(7); // the first block's last row, and the next
-    if constexpr (std::is_floating_point_v<T>) {
-      x(integer(g, 0, rows - 1), 9) = std::numeric_limits<T>::quiet_NaN();
-      x(rows - 1, columns - 1) = std::numeric_limits<T>::quiet_NaN(); // in the masked batch
+    for (std::int64_t o = 0; o < outer; ++o) {
+      const auto at = [&](std::int64_t r, std::int64_t c) -> T& { return x.data()[(o * rows + r) * columns + c]; };
+      at(rows - 1, 3) = T(20);                 // the last block only
+      at(block, 5) = at(rows - 1, 5) = T(20);  // the second block's first row, and later
+      at(block - 1, 6) = at(block, 6) = T(20); // the first block's last row, and the next
+      for (std::int64_t r = 0; r < rows; ++r) at(r, 12) = std::numeric_limits<T>::lowest();
+      if constexpr (std::is_floating_point_v<T>) {
+        for (std::int64_t r = 0; r < rows; ++r) at(r, 12) = -std::numeric_limits<T>::infinity();
+        at(integer(g, 0, rows - 1), 9) = std::numeric_limits<T>::quiet_NaN();
+        at(block + 1, 10) = at(1, 10) = std::numeric_limits<T>::quiet_NaN(); // the first one wins
+        at(rows - 1, columns - 1) = std::numeric_limits<T>::quiet_NaN();     // in the masked batch
+      }
     }
-    REQUIRE(xlite::expr::streams_columns(xlite::expr::plan_reduction(x * T(1), xlite::axes{0}, false, op::argmax)));
-    tensor<std::int64_t> first_maxima(shape{columns}, 0);
-    for (std::int64_t c = 0; c < columns; ++c) {
-      for (std::int64_t r = 1; r < rows; ++r) {
-        const T best = x(first_maxima(c), c);
-        if (x(r, c) > best || (x(r, c) != x(r, c) && best == best)) first_maxima(c) = r;
+    REQUIRE(
+        (broadcast
+             ? xlite::expr::streams_argmax_columns(xlite::expr::plan_reduction(x * y, reduced, false, op::argmax))
+             : xlite::expr::streams_argmax_columns(xlite::expr::plan_reduction(x * T(1), reduced, false, op::argmax))));
+    tensor<std::int64_t> first_maxima(shape{outer * columns}, 0);
+    for (std::int64_t o = 0; o < outer; ++o) {
+      for (std::int64_t c = 0; c < columns; ++c) {
+        const auto value = [&](std::int64_t r) {
+          return static_cast<T>(x.data()[(o * rows + r) * columns + c] * y.data()[r]);
+        };
+        std::int64_t& best = first_maxima.data()[o * columns + c];
+        for (std::int64_t r = 1; r < rows; ++r) {
+          if (value(r) > value(best) || (value(r) != value(r) && value(best) == value(best))) best = r;
+        }
       }
     }
     xlite_test::for_each_isa_path([&](xlite::isa) {
@@ -526,16 +547,18 @@ TEST_CASE("reduce: argmax down large column slices streams, the first maximum ac
         xlite::thread_pool pool(n);
         xlite::scoped_thread_pool use(pool);
         INFO(n << " threads");
-        CHECK(xlite::argmax(x, {0}) == first_maxima);
+        const tensor<std::int64_t> got = argmax_of_product();
+        CHECK(std::equal(got.begin(), got.end(), first_maxima.begin(), first_maxima.end()));
       }
     });
   };
   for (const auto& [rows, columns] : {std::pair<std::int64_t, std::int64_t>{1025, 4099}, {257, 16411}}) {
-    check.template operator()<float>(rows, columns);
-    check.template operator()<double>(rows, columns);
-    check.template operator()<std::int8_t>(rows, columns);
-    check.template operator()<std::int64_t>(rows, columns);
+    check.template operator()<float>(1, rows, columns, false);
+    check.template operator()<double>(1, rows, columns, false);
+    check.template operator()<std::int32_t>(1, rows, columns, false);
+    check.template operator()<std::int64_t>(1, rows, columns, false);
   }
+  check.template operator()<float>(2, 1025, 4099, true);
 }
 
 // Row reductions step from one output's row to the next along the outputs' fastest
