@@ -886,17 +886,11 @@ const void* first_leaf_address(B expr) {
   return address;
 }
 
-// How many rows a streamed slice's blocks hold (the last may hold fewer): as many as
-// fill streamed_block elements of a panel (all columns, or streamed_panel).
-template <std::size_t Leaves>
-std::int64_t streamed_rows_per_block(const reduction_plan<Leaves>& plan) {
-  return streamed_block / std::min(plan.outputs_inner, streamed_panel); // at least 16
-}
-
 // reduce_columns for the slices streams_columns picks, into out: each output row's
-// reduced positions in blocks of streamed_rows_per_block whole rows, the panels of the
-// blocks of all output rows as parallel tasks, each block into Fold's scratch rows, then
-// each output row's blocks merged in order into out, a row at a time. The scratch rows
+// reduced positions in blocks of whole rows that fill streamed_block elements of a panel
+// (the last block may hold fewer), the panels of the blocks of all output rows as parallel
+// tasks, each block into Fold's scratch rows, then each output row's blocks merged in
+// order into out, a row at a time. The scratch rows
 // start 2 KiB past the first leaf's offset in a 4 KiB page: a load waits on an earlier
 // store to an address with the same low 12 bits (4K aliasing), and where rows are whole
 // pages long every load of a block would (one thread, 16 bytes past the leaf against 2
@@ -909,7 +903,7 @@ void reduce_columns_streamed(const B& bound_expr, const reduction_plan<Leaves>& 
   const std::int64_t columns = plan.outputs_inner;
   const std::int64_t panel = std::min(columns, streamed_panel);
   const std::int64_t panels = (columns + panel - 1) / panel;
-  const std::int64_t rows_per_block = streamed_rows_per_block(plan);
+  const std::int64_t rows_per_block = streamed_block / panel; // at least 16
   const std::int64_t blocks = (plan.reduced + rows_per_block - 1) / rows_per_block;
   const std::int64_t block_size = Fold::scratch_rows * columns; // a block's scratch rows
   constexpr auto size = static_cast<std::int64_t>(sizeof(S));
