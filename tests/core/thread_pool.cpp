@@ -137,6 +137,43 @@ TEST_CASE("workers call a copy of the body only given workers_may_copy and a bod
   CHECK_FALSE(worker_called_a_copy(pool, not_trivially_copied)); // with workers_may_copy: a static_assert
 }
 
+// The pool keeps its copy of a body from one job to the next where the body is the same, so
+// the workers must see every change: here one in the last byte of a large body, and a body of
+// another type with the same bytes. Two chunks that wait for each other, so that the worker
+// runs one of them, each reporting what its thread's body holds.
+template <int Factor>
+struct byte_reporter {
+  std::array<unsigned char, 300> payload{};
+  std::array<int, 2>* seen;
+  std::atomic<int>* arrived;
+
+  void operator()(std::int64_t begin, std::int64_t) const {
+    (*seen)[static_cast<std::size_t>(begin)] = Factor * payload.back();
+    arrived->fetch_add(1);
+    while (arrived->load() < 2) std::this_thread::yield();
+  }
+};
+
+TEST_CASE("workers see each job's body, however little it differs from the last job's", "[thread_pool]") {
+  xlite::thread_pool pool(2);
+  std::array<int, 2> seen{};
+  std::atomic<int> arrived{0};
+  const auto run = [&](const auto& body) {
+    arrived.store(0);
+    seen = {};
+    pool.parallel_for(2, 1, body, xlite::thread_pool::workers_may_copy);
+    return seen;
+  };
+  byte_reporter<1> body{{}, &seen, &arrived};
+  for (const unsigned char last : {1, 1, 2, 2, 1}) {
+    body.payload.back() = last;
+    CHECK(run(body) == std::array<int, 2>{last, last});
+  }
+  const byte_reporter<10> same_bytes{body.payload, &seen, &arrived};
+  CHECK(run(same_bytes) == std::array<int, 2>{10, 10});
+  CHECK(run(body) == std::array<int, 2>{1, 1});
+}
+
 // A thread that has run its share helps with the shares of threads still busy: here the
 // chunk that takes long holds one thread, and the other runs the chunk after it.
 TEST_CASE("a thread busy with a long chunk gets help with the rest of its share", "[thread_pool]") {
