@@ -1165,10 +1165,7 @@ struct streamed_argmax {
   using scratch_type = V;
   using output_type = std::int64_t;
   static constexpr std::int64_t scratch_rows = 2; // the values, then their positions
-  struct accumulator {
-    batch value;
-    batch at;
-  };
+  using accumulator = kernels::argmax_lanes<V, Arch>;
   V* value;
   V* at;
 
@@ -1204,11 +1201,8 @@ struct streamed_argmax {
     for (std::int64_t block = 1; block < blocks; ++block) {
       const streamed_argmax next(blocks_rows + block * scratch_rows * columns, columns);
       const batch first_row(static_cast<V>(block * rows_per_block));
-      const auto merge_batch = [&](accumulator acc, const accumulator& other) {
-        const auto replace = kernels::argmax_replaces(other.value, acc.value);
-        acc.value = xsimd::select(replace, other.value, acc.value);
-        acc.at = xsimd::select(replace, other.at + first_row, acc.at);
-        return acc;
+      const auto merge_batch = [&](const accumulator& acc, const accumulator& other) {
+        return better(acc, accumulator{other.value, other.at + first_row});
       };
       std::int64_t c = 0;
       for (; c + width <= columns; c += width) best.store(c, merge_batch(best.load(c), next.load(c)));
