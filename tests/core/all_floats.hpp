@@ -10,6 +10,9 @@
 
 namespace xlite_test {
 
+// The float with these bits.
+inline float float_from_bits(std::uint32_t bits) { return std::bit_cast<float>(bits); }
+
 struct float_sweep {
   std::int64_t failures = 0;
   std::uint32_t first_failure = 0; // bits of a float that failed (the first of its block)

@@ -23,15 +23,14 @@
 #endif
 
 using xlite::float16;
+using xlite_test::float_from_bits;
 
 namespace {
-
-float from_bits(std::uint32_t bits) { return std::bit_cast<float>(bits); }
 
 // float -> float16 from the definition, in double arithmetic (not the bit manipulation of
 // core/float16.hpp): the nearest multiple of the spacing at x's binade (2^-24 below 2^-14),
 // ties to even, Inf from 65520 up; NaN quiet with its sign and upper payload.
-std::uint16_t reference_bits(float x) {
+std::uint16_t float16_reference_bits(float x) {
   const auto bits = std::bit_cast<std::uint32_t>(x);
   const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   if (std::isnan(x)) return static_cast<std::uint16_t>(sign | 0x7e00u | ((bits >> 13) & 0x3ffu));
@@ -72,7 +71,8 @@ bool has_f16c() {
 } // namespace
 
 TEST_CASE("float to float16 rounds every one of the 2^32 floats as the definition says", "[float16]") {
-  const auto sweep = xlite_test::sweep_all_floats([](float x) { return float16(x).bits() == reference_bits(x); });
+  const auto sweep =
+      xlite_test::sweep_all_floats([](float x) { return float16(x).bits() == float16_reference_bits(x); });
   INFO("first mismatch at float bits 0x" << std::hex << sweep.first_failure);
   CHECK(sweep.failures == 0);
 }
@@ -121,8 +121,8 @@ TEST_CASE("float16 special values", "[float16]") {
   CHECK(float16(0x1.000002p-25f).bits() == 0x0001);                            // just above: up
   CHECK(float16(0x3p-25f).bits() == 0x0002);                                   // 1.5 units: to even, 2
   CHECK(float16(0x1.ffcp-15f).bits() == 0x0400);                               // rounds up into the normals
-  CHECK(float16(from_bits(0x7f800001u)).bits() == 0x7e00);                     // signalling NaN, low payload: quiet
-  CHECK(float16(from_bits(0xffa00000u)).bits() == 0xfd00 + 0x0200);
+  CHECK(float16(float_from_bits(0x7f800001u)).bits() == 0x7e00);               // signalling NaN, low payload: quiet
+  CHECK(float16(float_from_bits(0xffa00000u)).bits() == 0xfd00 + 0x0200);
   CHECK(float16(1.0f + 0x1p-11f).bits() == 0x3c00);                            // a tie: to even
   CHECK(float16(1.0f + 0x3p-11f).bits() == 0x3c02);
 }

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "../thrown.hpp"
 #include "idx_files.hpp"
-#include "thrown.hpp"
 
 using namespace xlite_test;
 using Catch::Matchers::Contains;

@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "../thrown.hpp"
 #include "idx_files.hpp"
-#include "thrown.hpp"
 
 using namespace xlite_test;
 using Catch::Matchers::Contains;

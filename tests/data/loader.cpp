@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "thrown.hpp"
+#include "../thrown.hpp"
 #include "xlite/lazy/ops.hpp"
 
 using Catch::Matchers::Contains;

@@ -14,29 +14,13 @@
 #include "xlite/lazy.hpp"
 #include "xlite/runtime/scatter.hpp"
 
+#include "random_inputs.hpp"
+
 using namespace xlite;
 
 namespace {
 
-std::mt19937_64& rng() {
-  static std::mt19937_64 g(20261123);
-  return g;
-}
-
-std::int64_t uniform(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng()); }
-
-shape random_shape(std::size_t rank, std::int64_t max_dim = 7) {
-  std::vector<std::int64_t> dims;
-  for (std::size_t a = 0; a < rank; ++a) dims.push_back(uniform(1, max_dim));
-  return shape(dims);
-}
-
-template <class T>
-xlite::tensor<T> random_tensor(const shape& s, std::int64_t lo = -100, std::int64_t hi = 100) {
-  xlite::tensor<T> t(s);
-  for (std::int64_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<T>(uniform(lo, hi));
-  return t;
-}
+using namespace random_inputs;
 
 std::vector<std::int64_t> unravel(std::int64_t i, const shape& s) {
   std::vector<std::int64_t> p(s.rank());
@@ -55,7 +39,7 @@ std::int64_t ravel(const std::vector<std::int64_t>& p, const shape& s) {
 
 template <class T>
 void check_pad(const shape& in) {
-  const auto host = random_tensor<T>(in);
+  const auto host = random_integers<T>(in, -100, 100);
   std::vector<ir::padding> widths;
   for (std::size_t a = 0; a < in.rank(); ++a) widths.push_back({uniform(0, 3), uniform(0, 3)});
   const T fill = static_cast<T>(7);
@@ -78,7 +62,7 @@ void check_pad(const shape& in) {
 
 TEST_CASE("pad surrounds its operand with the fill on every axis", "[lazy][indexing]") {
   for (int trial = 0; trial < 12; ++trial) {
-    const shape in = random_shape(static_cast<std::size_t>(uniform(1, 4)));
+    const shape in = random_shape(static_cast<std::size_t>(uniform(1, 4)), 7);
     check_pad<float>(in);
     check_pad<std::int64_t>(in);
     check_pad<std::uint8_t>(in);
@@ -97,16 +81,16 @@ TEST_CASE("pad surrounds its operand with the fill on every axis", "[lazy][index
 TEST_CASE("gather and index_select read along an axis at the given indices", "[lazy][indexing]") {
   for (int trial = 0; trial < 24; ++trial) {
     const std::size_t rank = static_cast<std::size_t>(uniform(1, 4));
-    const shape in = random_shape(rank);
+    const shape in = random_shape(rank, 7);
     const auto axis = static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(rank) - 1));
-    const auto host = random_tensor<float>(in);
+    const auto host = random_integers<float>(in, -100, 100);
     const auto x = lazy::tensor::from(host);
     INFO(in << " axis " << axis);
 
     // gather: an index no larger than x off the axis, any length along it.
     std::vector<std::int64_t> index_dims(in.begin(), in.end());
     for (std::size_t a = 0; a < rank; ++a) index_dims[a] = a == axis ? uniform(0, 5) : uniform(1, in[a]);
-    const auto index = random_tensor<std::int32_t>(shape(index_dims), 0, in[axis] - 1);
+    const auto index = random_integers<std::int32_t>(shape(index_dims), 0, in[axis] - 1);
     const auto gathered = lazy::gather(x, static_cast<std::int64_t>(axis), lazy::tensor::from(index)).to_host<float>();
     REQUIRE(gathered.shape() == index.shape());
     for (std::int64_t i = 0; i < gathered.size(); ++i) {
@@ -116,7 +100,7 @@ TEST_CASE("gather and index_select read along an axis at the given indices", "[l
     }
 
     // index_select: a 1-D index, repeats allowed.
-    const auto positions = random_tensor<std::int64_t>(shape{uniform(0, 6)}, 0, in[axis] - 1);
+    const auto positions = random_integers<std::int64_t>(shape{uniform(0, 6)}, 0, in[axis] - 1);
     const auto selected =
         lazy::index_select(x, static_cast<std::int64_t>(axis), lazy::tensor::from(positions)).to_host<float>();
     for (std::int64_t i = 0; i < selected.size(); ++i) {
@@ -146,18 +130,18 @@ TEST_CASE("scatter_add and index_add sum into input along an axis, as torch's", 
   // values keep the float sums exact in any order; bf16 rounds once, from the float sum.
   for (int trial = 0; trial < 24; ++trial) {
     const std::size_t rank = static_cast<std::size_t>(uniform(1, 4));
-    const shape in = random_shape(rank);
+    const shape in = random_shape(rank, 7);
     const auto axis = static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(rank) - 1));
     const auto a = static_cast<std::int64_t>(axis);
-    const auto base = random_tensor<float>(in, -20, 20);
+    const auto base = random_integers<float>(in, -20, 20);
     INFO(in << " axis " << axis);
 
     std::vector<std::int64_t> index_dims(in.begin(), in.end());
     for (std::size_t d = 0; d < rank; ++d) index_dims[d] = d == axis ? uniform(0, 9) : uniform(1, in[d]);
-    const auto index = random_tensor<std::int64_t>(shape(index_dims), 0, in[axis] - 1);
+    const auto index = random_integers<std::int64_t>(shape(index_dims), 0, in[axis] - 1);
     std::vector<std::int64_t> src_dims = index_dims;
     src_dims[0] += uniform(0, 2); // src may be larger than index: only index's part counts
-    const auto src = random_tensor<float>(shape(src_dims), -20, 20);
+    const auto src = random_integers<float>(shape(src_dims), -20, 20);
     std::vector<double> expected(base.data(), base.data() + base.size());
     for (std::int64_t i = 0; i < index.size(); ++i) {
       std::vector<std::int64_t> p = unravel(i, index.shape());
@@ -172,10 +156,10 @@ TEST_CASE("scatter_add and index_add sum into input along an axis, as torch's", 
     for (std::int64_t i = 0; i < scattered.size(); ++i)
       CHECK(scattered.data()[i] == expected[static_cast<std::size_t>(i)]);
 
-    const auto positions = random_tensor<std::int32_t>(shape{uniform(0, 9)}, 0, in[axis] - 1);
+    const auto positions = random_integers<std::int32_t>(shape{uniform(0, 9)}, 0, in[axis] - 1);
     std::vector<std::int64_t> source_dims(in.begin(), in.end());
     source_dims[axis] = positions.size();
-    const auto source = random_tensor<float>(shape(source_dims), -20, 20);
+    const auto source = random_integers<float>(shape(source_dims), -20, 20);
     std::vector<double> summed(base.data(), base.data() + base.size());
     for (std::int64_t i = 0; i < source.size(); ++i) {
       std::vector<std::int64_t> p = unravel(i, source.shape());

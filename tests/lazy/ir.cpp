@@ -10,13 +10,13 @@
 #include "xlite/ir/graph.hpp"
 #include "xlite/ir/print.hpp"
 
+#include "ir_nodes.hpp"
+
 using namespace xlite;
 
 namespace {
 
-struct fake_source : ir::parameter_source {};
-
-ir::node_ptr param(dtype t, const shape& s) { return ir::parameter(std::make_shared<fake_source>(), t, s); }
+using namespace ir_nodes;
 
 std::string error_of(auto&& f) {
   try {

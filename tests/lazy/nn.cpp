@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "../thrown.hpp"
 #include "random_inputs.hpp"
 #include "xlite/compile/compiler.hpp"
 #include "xlite/expr.hpp"
@@ -28,6 +29,8 @@
 using namespace xlite;
 
 namespace {
+
+using xlite_test::message_of;
 
 constexpr double unit_roundoff = 0x1p-24; // float's
 
@@ -86,16 +89,6 @@ ir::graph graph_of(const lazy::tensor& t) {
 std::size_t count_ops(const ir::graph& g, op code) {
   return static_cast<std::size_t>(
       std::ranges::count_if(g.instructions, [&](const ir::instruction& ins) { return ins.code == code; }));
-}
-
-template <class E, class F>
-std::string thrown(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no exception)";
 }
 
 // ---- conv2d ---------------------------------------------------------------------------------------
@@ -377,38 +370,38 @@ TEST_CASE("conv2d's errors name conv2d and the shapes", "[lazy][nn][conv2d][erro
   const auto w = lazy::tensor::from(random_tensor(shape{4, 3, 3, 3}));
   using Catch::Contains;
 
-  CHECK_THAT(thrown<shape_error>([&] {
+  CHECK_THAT(message_of<shape_error>([&] {
                lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 2, 3, 3})));
              }),
              Contains("conv2d") && Contains("(2, 3, 5, 5)") && Contains("(4, 2, 3, 3)") && Contains("channels"));
-  CHECK_THAT(thrown<shape_error>([&] {
+  CHECK_THAT(message_of<shape_error>([&] {
                lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 6, 3})));
              }),
              Contains("conv2d") && Contains("kernel (6, 3)") && Contains("(5, 5)"));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::conv2d(x, w, std::nullopt, 1, 0, 3); }), // dilated span 7 > 5
+  CHECK_THAT(message_of<shape_error>([&] { lazy::conv2d(x, w, std::nullopt, 1, 0, 3); }), // dilated span 7 > 5
              Contains("conv2d") && Contains("dilation (3, 3)"));
   CHECK_NOTHROW(lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 6, 3})), std::nullopt, 1, 1));
-  CHECK_THAT(thrown<value_error>([&] {
+  CHECK_THAT(message_of<value_error>([&] {
                lazy::conv2d(x, w, std::nullopt, {1, 0});
              }),
              Contains("conv2d") && Contains("stride (1, 0)"));
-  CHECK_THAT(thrown<value_error>([&] { lazy::conv2d(x, w, std::nullopt, 1, -1); }),
+  CHECK_THAT(message_of<value_error>([&] { lazy::conv2d(x, w, std::nullopt, 1, -1); }),
              Contains("conv2d") && Contains("padding"));
-  CHECK_THAT(thrown<value_error>([&] { lazy::conv2d(x, w, std::nullopt, 1, 0, 0); }),
+  CHECK_THAT(message_of<value_error>([&] { lazy::conv2d(x, w, std::nullopt, 1, 0, 0); }),
              Contains("conv2d") && Contains("dilation"));
-  CHECK_THAT(thrown<shape_error>([&] {
+  CHECK_THAT(message_of<shape_error>([&] {
                lazy::conv2d(lazy::tensor::from(random_tensor(shape{3, 5, 5})), w);
              }),
              Contains("conv2d") && Contains("(3, 5, 5)"));
-  CHECK_THAT(thrown<shape_error>([&] {
+  CHECK_THAT(message_of<shape_error>([&] {
                lazy::conv2d(x, lazy::tensor::from(random_tensor(shape{4, 3, 3})));
              }),
              Contains("conv2d") && Contains("(4, 3, 3)"));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::conv2d(x, w, lazy::tensor::from(random_tensor(shape{3}))); }),
+  CHECK_THAT(message_of<shape_error>([&] { lazy::conv2d(x, w, lazy::tensor::from(random_tensor(shape{3}))); }),
              Contains("conv2d") && Contains("bias") && Contains("(3,)"));
-  CHECK_THAT(thrown<dtype_error>([&] { lazy::conv2d(lazy::cast(x, dtype::f64), w); }),
+  CHECK_THAT(message_of<dtype_error>([&] { lazy::conv2d(lazy::cast(x, dtype::f64), w); }),
              Contains("conv2d") && Contains("float64"));
-  CHECK_THAT(thrown<dtype_error>([&] { lazy::conv2d(lazy::cast(x, dtype::i32), lazy::cast(w, dtype::i32)); }),
+  CHECK_THAT(message_of<dtype_error>([&] { lazy::conv2d(lazy::cast(x, dtype::i32), lazy::cast(w, dtype::i32)); }),
              Contains("conv2d") && Contains("int32"));
 }
 
@@ -488,18 +481,18 @@ TEST_CASE("pooling's errors name the op and the shapes", "[lazy][nn][pooling][er
                                                   : lazy::avg_pool2d(t, kernel, stride, padding);
     };
     INFO(op_name);
-    CHECK_THAT(thrown<value_error>([&] { pool(x, {0, 2}, 1, 0); }), Contains(op_name) && Contains("kernel (0, 2)"));
-    CHECK_THAT(thrown<value_error>([&] { pool(x, 2, {1, 0}, 0); }), Contains(op_name) && Contains("stride (1, 0)"));
-    CHECK_THAT(thrown<value_error>([&] { pool(x, 3, 1, 2); }), Contains(op_name) && Contains("padding (2, 2)"));
-    CHECK_THAT(thrown<value_error>([&] { pool(x, 3, 1, -1); }), Contains(op_name) && Contains("padding"));
-    CHECK_THAT(thrown<shape_error>([&] { pool(x, 5, 1, 0); }),
+    CHECK_THAT(message_of<value_error>([&] { pool(x, {0, 2}, 1, 0); }), Contains(op_name) && Contains("kernel (0, 2)"));
+    CHECK_THAT(message_of<value_error>([&] { pool(x, 2, {1, 0}, 0); }), Contains(op_name) && Contains("stride (1, 0)"));
+    CHECK_THAT(message_of<value_error>([&] { pool(x, 3, 1, 2); }), Contains(op_name) && Contains("padding (2, 2)"));
+    CHECK_THAT(message_of<value_error>([&] { pool(x, 3, 1, -1); }), Contains(op_name) && Contains("padding"));
+    CHECK_THAT(message_of<shape_error>([&] { pool(x, 5, 1, 0); }),
                Contains(op_name) && Contains("kernel (5, 5)") && Contains("(2, 3, 5, 4)"));
     CHECK_NOTHROW(pool(x, 5, 1, 1)); // the padded input (7, 6) holds it
-    CHECK_THAT(thrown<shape_error>([&] {
+    CHECK_THAT(message_of<shape_error>([&] {
                  pool(lazy::tensor::from(random_tensor(shape{3, 5, 4})), 2, 2, 0);
                }),
                Contains(op_name) && Contains("(3, 5, 4)"));
-    CHECK_THAT(thrown<dtype_error>([&] { pool(lazy::cast(x, dtype::i64), 2, 2, 0); }),
+    CHECK_THAT(message_of<dtype_error>([&] { pool(lazy::cast(x, dtype::i64), 2, 2, 0); }),
                Contains(op_name) && Contains("int64"));
   }
 }
@@ -608,35 +601,35 @@ TEST_CASE("the losses' and linear's errors name the op and the shapes", "[lazy][
   using Catch::Contains;
   const auto logits = lazy::tensor::from(random_tensor(shape{4, 3}));
   const auto targets = lazy::tensor::from(xlite::tensor<std::int64_t>({0, 1, 2, 1}));
-  CHECK_THAT(thrown<shape_error>([&] {
+  CHECK_THAT(message_of<shape_error>([&] {
                lazy::cross_entropy(logits, lazy::tensor::from(xlite::tensor<std::int64_t>({0, 1})));
              }),
              Contains("cross_entropy") && Contains("(2,)") && Contains("(4, 3)"));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::cross_entropy(lazy::reshape(logits, shape{12}), targets); }),
+  CHECK_THAT(message_of<shape_error>([&] { lazy::cross_entropy(lazy::reshape(logits, shape{12}), targets); }),
              Contains("cross_entropy") && Contains("(12,)"));
-  CHECK_THAT(thrown<dtype_error>([&] { lazy::cross_entropy(logits, lazy::cast(targets, dtype::f32)); }),
+  CHECK_THAT(message_of<dtype_error>([&] { lazy::cross_entropy(logits, lazy::cast(targets, dtype::f32)); }),
              Contains("cross_entropy") && Contains("float32"));
-  CHECK_THAT(thrown<dtype_error>([&] { lazy::cross_entropy(lazy::cast(logits, dtype::i64), targets); }),
+  CHECK_THAT(message_of<dtype_error>([&] { lazy::cross_entropy(lazy::cast(logits, dtype::i64), targets); }),
              Contains("cross_entropy") && Contains("int64"));
-  CHECK_THAT(thrown<value_error>([&] { lazy::cross_entropy(logits, targets, lazy::reduction::mean, 1.5); }),
+  CHECK_THAT(message_of<value_error>([&] { lazy::cross_entropy(logits, targets, lazy::reduction::mean, 1.5); }),
              Contains("cross_entropy") && Contains("label_smoothing"));
-  CHECK_THAT(thrown<value_error>([&] { lazy::cross_entropy(logits, targets, lazy::reduction::mean, -0.1); }),
+  CHECK_THAT(message_of<value_error>([&] { lazy::cross_entropy(logits, targets, lazy::reduction::mean, -0.1); }),
              Contains("label_smoothing"));
 
-  CHECK_THAT(thrown<shape_error>([&] {
+  CHECK_THAT(message_of<shape_error>([&] {
                lazy::mse_loss(logits, lazy::tensor::from(random_tensor(shape{4, 1})));
              }),
              Contains("mse_loss") && Contains("(4, 3)") && Contains("(4, 1)"));
-  CHECK_THAT(thrown<dtype_error>([&] { lazy::mse_loss(logits, lazy::cast(logits, dtype::f64)); }),
+  CHECK_THAT(message_of<dtype_error>([&] { lazy::mse_loss(logits, lazy::cast(logits, dtype::f64)); }),
              Contains("mse_loss") && Contains("float64"));
 
   const auto w = lazy::tensor::from(random_tensor(shape{5, 3}));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::linear(logits, lazy::transpose(w)); }),
+  CHECK_THAT(message_of<shape_error>([&] { lazy::linear(logits, lazy::transpose(w)); }),
              Contains("linear") && Contains("(4, 3)") && Contains("(3, 5)"));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::linear(logits, lazy::reshape(w, shape{15})); }),
+  CHECK_THAT(message_of<shape_error>([&] { lazy::linear(logits, lazy::reshape(w, shape{15})); }),
              Contains("linear") && Contains("(15,)"));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::linear(logits, w, lazy::tensor::from(random_tensor(shape{3}))); }),
+  CHECK_THAT(message_of<shape_error>([&] { lazy::linear(logits, w, lazy::tensor::from(random_tensor(shape{3}))); }),
              Contains("linear") && Contains("bias") && Contains("(3,)"));
-  CHECK_THAT(thrown<dtype_error>([&] { lazy::linear(logits, lazy::cast(w, dtype::f64)); }),
+  CHECK_THAT(message_of<dtype_error>([&] { lazy::linear(logits, lazy::cast(w, dtype::f64)); }),
              Contains("linear") && Contains("float64"));
 }

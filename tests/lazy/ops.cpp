@@ -15,28 +15,13 @@
 #include "xlite/expr.hpp"
 #include "xlite/lazy.hpp"
 
+#include "random_inputs.hpp"
+
 using namespace xlite;
 
 namespace {
 
-std::mt19937_64& rng() {
-  static std::mt19937_64 g(20261123);
-  return g;
-}
-
-shape random_shape(std::size_t rank, std::int64_t max_dim = 37) {
-  std::vector<std::int64_t> dims;
-  for (std::size_t a = 0; a < rank; ++a) dims.push_back(std::uniform_int_distribution<std::int64_t>(1, max_dim)(rng()));
-  return shape(dims);
-}
-
-template <class T>
-xlite::tensor<T> random_tensor(const shape& s, double lo = -4, double hi = 4) {
-  xlite::tensor<T> t(s);
-  std::uniform_real_distribution<double> d(lo, hi);
-  for (std::int64_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<T>(d(rng()));
-  return t;
-}
+using namespace random_inputs;
 
 // Shape b: a with some dimensions set to 1 and some leading ones dropped.
 shape broadcast_partner(const shape& a) {
@@ -89,7 +74,7 @@ TEST_CASE("unary element-wise ops equal the static layer bitwise", "[lazy][ops]"
     };
     for (const auto& [name, lazy_op, host_op] : ops) {
       for (std::size_t rank = 0; rank <= 4; ++rank) {
-        const auto host = random_tensor<float>(random_shape(rank, rank == 1 ? 3000 : 23));
+        const auto host = random_tensor<float>(random_shape(rank, rank == 1 ? 3000 : 23), -4, 4);
         INFO(name << " on " << host.shape());
         CHECK(same_bits(lazy_op(lazy::tensor::from(host)).to_host<float>(), host_op(host)));
       }
@@ -120,8 +105,8 @@ TEST_CASE("a tensor's last batch computes its padding as the static layer's does
 TEST_CASE("binary and ternary ops broadcast as the static layer does", "[lazy][ops]") {
   on_every_path([] {
     for (int trial = 0; trial < 8; ++trial) {
-      const shape sa = random_shape(static_cast<std::size_t>(trial % 5));
-      const auto a = random_tensor<float>(sa), b = random_tensor<float>(broadcast_partner(sa));
+      const shape sa = random_shape(static_cast<std::size_t>(trial % 5), 37);
+      const auto a = random_tensor<float>(sa, -4, 4), b = random_tensor<float>(broadcast_partner(sa), -4, 4);
       const auto c = random_tensor<float>(broadcast_partner(sa), 0.5, 3);
       const auto la = lazy::tensor::from(a), lb = lazy::tensor::from(b), lc = lazy::tensor::from(c);
       INFO(sa << " with " << b.shape() << " and " << c.shape());
@@ -198,7 +183,7 @@ TEST_CASE("reductions equal a double-precision loop", "[lazy][ops]") {
   on_every_path([] {
     for (int trial = 0; trial < 12; ++trial) {
       const std::size_t rank = 1 + static_cast<std::size_t>(trial % 4);
-      const auto host = random_tensor<float>(random_shape(rank, trial == 0 ? 70000 : 19));
+      const auto host = random_tensor<float>(random_shape(rank, trial == 0 ? 70000 : 19), -4, 4);
       const auto axis = static_cast<std::int64_t>(rng()() % rank);
       const auto x = lazy::tensor::from(host);
       // The reference: for each output, the reduced elements in row-major order.
@@ -233,8 +218,8 @@ TEST_CASE("reductions equal a double-precision loop", "[lazy][ops]") {
     }
     // A reduction with its operand fused in gives the bits of the same reduction over the
     // operand stored first.
-    const auto a = lazy::tensor::from(random_tensor<float>(shape{5, 3001}));
-    const auto b = lazy::tensor::from(random_tensor<float>(shape{3001}));
+    const auto a = lazy::tensor::from(random_tensor<float>(shape{5, 3001}, -4, 4));
+    const auto b = lazy::tensor::from(random_tensor<float>(shape{3001}, -4, 4));
     const auto stored = lazy::tensor::from((a * b).to_host<float>());
     CHECK(same_bits(lazy::sum(a * b, {1}).to_host<float>(), lazy::sum(stored, {1}).to_host<float>()));
     CHECK(same_bits(lazy::amax(lazy::exp(a) - b, {-1}).to_host<float>(),
@@ -251,7 +236,7 @@ TEST_CASE("reductions equal a double-precision loop", "[lazy][ops]") {
 }
 
 TEST_CASE("layout ops move elements as their definitions say", "[lazy][ops]") {
-  const auto host = random_tensor<float>(shape{3, 4, 5});
+  const auto host = random_tensor<float>(shape{3, 4, 5}, -4, 4);
   const auto x = lazy::tensor::from(host);
   const auto at = [&](std::int64_t i, std::int64_t j, std::int64_t k) { return host.data()[(i * 4 + j) * 5 + k]; };
 
@@ -284,7 +269,7 @@ TEST_CASE("layout ops move elements as their definitions say", "[lazy][ops]") {
 TEST_CASE("batched matmul with broadcast batches equals a double loop", "[lazy][ops]") {
   for (const auto& [sa, sb] : std::vector<std::pair<shape, shape>>{
            {{7, 5}, {5, 3}}, {{2, 1, 33, 17}, {3, 17, 9}}, {{4, 6, 8}, {8, 2}}, {{0, 4}, {4, 3}}}) {
-    const auto a = random_tensor<float>(sa), b = random_tensor<float>(sb);
+    const auto a = random_tensor<float>(sa, -4, 4), b = random_tensor<float>(sb, -4, 4);
     const auto product = lazy::matmul(lazy::tensor::from(a), lazy::tensor::from(b)).to_host<float>();
     const std::int64_t m = sa[sa.rank() - 2], k = sa[sa.rank() - 1], n = sb[sb.rank() - 1];
     const std::int64_t batches = product.size() / std::max<std::int64_t>(m * n, 1);
@@ -354,9 +339,9 @@ TEST_CASE("an element-wise epilogue fused into a matmul gives the unfused result
   // Shapes with many GEMM regions, and threads, and a batch; float and bfloat16.
   for (const auto& [sa, sb] : std::vector<std::pair<shape, shape>>{{{300, 170}, {170, 260}}, {{3, 33, 17}, {17, 9}}}) {
     for (const dtype type : {dtype::f32, dtype::bf16}) {
-      const auto a = lazy::cast(lazy::tensor::from(random_tensor<float>(sa)), type);
-      const auto b = lazy::cast(lazy::tensor::from(random_tensor<float>(sb)), type);
-      const auto bias = lazy::cast(lazy::tensor::from(random_tensor<float>(shape{sb[sb.rank() - 1]})), type);
+      const auto a = lazy::cast(lazy::tensor::from(random_tensor<float>(sa, -4, 4)), type);
+      const auto b = lazy::cast(lazy::tensor::from(random_tensor<float>(sb, -4, 4)), type);
+      const auto bias = lazy::cast(lazy::tensor::from(random_tensor<float>(shape{sb[sb.rank() - 1]}, -4, 4)), type);
       mark_step();
       const auto fused = lazy::cast(lazy::relu(lazy::matmul(a, b) + bias) * 0.5f, dtype::f32).to_host<float>();
       const auto product = lazy::matmul(a, b);
@@ -373,7 +358,7 @@ TEST_CASE("an epilogue never writes over an operand its matmul still reads", "[l
   // reads it until its last region (float64: row by row; float32: again once m > 3072).
   for (const auto& [type, m, n] : std::vector<std::tuple<dtype, std::int64_t, std::int64_t>>{
            {dtype::f64, 64, 64}, {dtype::f32, 3100, 32}}) {
-    const auto x = lazy::cast(lazy::tensor::from(random_tensor<float>(shape{m, n})), type);
+    const auto x = lazy::cast(lazy::tensor::from(random_tensor<float>(shape{m, n}, -4, 4)), type);
     const auto w = lazy::cast(lazy::tensor::from(random_tensor<float>(shape{m, m}, -0.1, 0.1)), type);
     mark_step();
     const auto b = x * 3.0f;
@@ -391,9 +376,9 @@ TEST_CASE("a multi-output kernel gives each result bitwise as kernels of their o
   // An optimizer-shaped update: m2 and w2 share their inputs, w2 reads m2, w16 reads w2;
   // far reads a reduction of m2, so it cannot join them. Sizes with several threads' chunks.
   for (const shape& s : {shape{300, 170}, shape{7, 33}, shape{0, 5}}) {
-    const auto g = lazy::tensor::from(random_tensor<float>(s));
-    const auto m = lazy::tensor::from(random_tensor<float>(s));
-    const auto w = lazy::tensor::from(random_tensor<float>(s));
+    const auto g = lazy::tensor::from(random_tensor<float>(s, -4, 4));
+    const auto m = lazy::tensor::from(random_tensor<float>(s, -4, 4));
+    const auto w = lazy::tensor::from(random_tensor<float>(s, -4, 4));
     mark_step();
     const auto update = [&](const lazy::tensor& m2) { return w - lazy::tanh(m2) * 0.01f; };
     const auto m2 = m * 0.9f + g * 0.1f;

@@ -16,14 +16,14 @@
 #include "xlite/passes/fusion.hpp"
 #include "xlite/passes/simplify.hpp"
 
+#include "ir_nodes.hpp"
+
 using namespace xlite;
 
 namespace {
 
-struct fake_source : ir::parameter_source {};
+using namespace ir_nodes;
 
-ir::node_ptr param(dtype t, const shape& s) { return ir::parameter(std::make_shared<fake_source>(), t, s); }
-ir::node_ptr constant(double v, dtype t = dtype::f32) { return ir::constant(ir::literal::of(v), t); }
 ir::node_ptr binary(op o, ir::node_ptr a, ir::node_ptr b) { return ir::elementwise(o, {std::move(a), std::move(b)}); }
 
 ir::graph graph_of(std::initializer_list<ir::node_ptr> outputs) {

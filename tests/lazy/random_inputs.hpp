@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "xlite/core/shape.hpp"
 #include "xlite/expr/tensor.hpp"
@@ -19,6 +20,21 @@ inline std::mt19937_64& rng() {
 // An integer in [lo, hi].
 inline std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
   return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng());
+}
+
+// A shape of `rank` dimensions, each in [1, max_dim].
+inline xlite::shape random_shape(std::size_t rank, std::int64_t max_dim) {
+  std::vector<std::int64_t> dims;
+  for (std::size_t a = 0; a < rank; ++a) dims.push_back(uniform(1, max_dim));
+  return xlite::shape(dims);
+}
+
+// A tensor of integers uniform in [lo, hi], as T.
+template <class T>
+xlite::tensor<T> random_integers(const xlite::shape& s, std::int64_t lo, std::int64_t hi) {
+  xlite::tensor<T> t(s);
+  for (std::int64_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<T>(uniform(lo, hi));
+  return t;
 }
 
 // A tensor of values uniform in [lo, hi), rounded to T.

@@ -27,14 +27,13 @@
 #include "xlite/ir/diff.hpp"
 #include "xlite/ir/graph.hpp"
 
+#include "ir_nodes.hpp"
+
 using namespace xlite;
 
 namespace {
 
-struct fake_source : ir::parameter_source {};
-
-ir::node_ptr param(dtype t, const shape& s) { return ir::parameter(std::make_shared<fake_source>(), t, s); }
-ir::node_ptr constant(double v, dtype t = dtype::f32) { return ir::constant(ir::literal::of(v), t); }
+using namespace ir_nodes;
 
 // The outputs of programs with every part an executable can have: element-wise kernels
 // with constants and iota, a reduction with its operand fused, a matmul with an epilogue,

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../thrown.hpp"
 #include "random_inputs.hpp"
 #include "xlite/autodiff.hpp"
 #include "xlite/core/thread_pool.hpp"
@@ -24,6 +25,8 @@
 using namespace xlite;
 
 namespace {
+
+using xlite_test::message_of;
 
 using random_inputs::random_tensor;
 using random_inputs::uniform;
@@ -164,16 +167,6 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 lazy::tensor op_node(const lazy::tensor& like, ir::node_ptr n) { return lazy::tensor(like.device(), std::move(n)); }
-
-template <class E, class F>
-std::string thrown(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
 
 } // namespace
 
@@ -320,29 +313,44 @@ TEST_CASE("the window ops give the same bits on one thread and on many", "[lazy]
 TEST_CASE("the window ops' errors name the op, the shapes and the window", "[lazy][window][errors]") {
   const auto x = lazy::tensor::from(random_tensor(shape{2, 3, 5, 4}));
   using Catch::Contains;
-  CHECK_THAT(thrown<shape_error>([&] { lazy::unfold(lazy::tensor::from(random_tensor(shape{3, 5, 4})), 2); }),
+  CHECK_THAT(message_of<shape_error>([&] {
+               lazy::unfold(lazy::tensor::from(random_tensor(shape{3, 5, 4})), 2);
+             }),
              Contains("unfold") && Contains("(3, 5, 4)"));
-  CHECK_THAT(thrown<value_error>([&] { lazy::unfold(x, {0, 2}); }), Contains("unfold") && Contains("kernel=(0, 2)"));
-  CHECK_THAT(thrown<value_error>([&] { lazy::unfold(x, 2, 1, -1); }), Contains("unfold") && Contains("padding=(-1, -1)"));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::unfold(x, 6); }), Contains("unfold") && Contains("5 x 4"));
+  CHECK_THAT(message_of<value_error>([&] {
+               lazy::unfold(x, {0, 2});
+             }),
+             Contains("unfold") && Contains("kernel=(0, 2)"));
+  CHECK_THAT(message_of<value_error>([&] { lazy::unfold(x, 2, 1, -1); }),
+             Contains("unfold") && Contains("padding=(-1, -1)"));
+  CHECK_THAT(message_of<shape_error>([&] { lazy::unfold(x, 6); }), Contains("unfold") && Contains("5 x 4"));
 
   const auto cols = lazy::unfold(x, 2); // (2, 12, 12)
   CHECK(lazy::fold(cols, {5, 4}, 2).shape() == shape{2, 3, 5, 4});
-  CHECK_THAT(thrown<shape_error>([&] { lazy::fold(cols, {5, 5}, 2); }),
+  CHECK_THAT(message_of<shape_error>([&] {
+               lazy::fold(cols, {5, 5}, 2);
+             }),
              Contains("fold") && Contains("(2, 12, 12)") && Contains("5 x 5"));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::fold(cols, {5, 4}, 3); }), Contains("fold") && Contains("(2, 12, 12)"));
-  CHECK_THAT(thrown<shape_error>([&] { lazy::fold(x, {5, 4}, 2); }), Contains("fold") && Contains("not 3-D"));
-  CHECK_THAT(thrown<dtype_error>([&] { lazy::fold(lazy::cast(cols, dtype::boolean), {5, 4}, 2); }),
+  CHECK_THAT(message_of<shape_error>([&] {
+               lazy::fold(cols, {5, 4}, 3);
+             }),
+             Contains("fold") && Contains("(2, 12, 12)"));
+  CHECK_THAT(message_of<shape_error>([&] { lazy::fold(x, {5, 4}, 2); }), Contains("fold") && Contains("not 3-D"));
+  CHECK_THAT(message_of<dtype_error>([&] {
+               lazy::fold(lazy::cast(cols, dtype::boolean), {5, 4}, 2);
+             }),
              Contains("fold") && Contains("bool"));
 
   const ir::window2d only_padding{1, 1, 1, 1, 1, 0}; // a 1x1 window on the padding row
-  CHECK_THAT(thrown<value_error>([&] { ir::select_window_max(x.node(), x.node(), only_padding); }),
+  CHECK_THAT(message_of<value_error>([&] { ir::select_window_max(x.node(), x.node(), only_padding); }),
              Contains("select_window_max") && Contains("only padding"));
-  CHECK_THAT(thrown<dtype_error>([&] {
+  CHECK_THAT(message_of<dtype_error>([&] {
                const auto xi = lazy::cast(x, dtype::i32);
                ir::select_window_max(xi.node(), xi.node(), {2, 2, 2, 2});
              }),
              Contains("select_window_max") && Contains("int32"));
-  CHECK_THAT(thrown<shape_error>([&] { ir::scatter_window_max(x.node(), x.node(), {2, 2, 2, 2}); }),
+  CHECK_THAT(message_of<shape_error>([&] {
+               ir::scatter_window_max(x.node(), x.node(), {2, 2, 2, 2});
+             }),
              Contains("scatter_window_max") && Contains("(2, 3, 5, 4)") && Contains("(2, 3, 2, 2)"));
 }
