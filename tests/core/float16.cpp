@@ -179,3 +179,5 @@ TEST_CASE("float16 hashes equal values alike, prints its value and has its dtype
   CHECK(out.str() == "0.0999756 -3"); // 0.1 is 0.0999755859375 in float16
   STATIC_REQUIRE(xlite::dtype_of_v<float16> == xlite::dtype::f16);
 }
+
+#undef XLITE_TEST_F16C

@@ -633,3 +633,5 @@ TEST_CASE("the losses' and linear's errors name the op and the shapes", "[lazy][
   CHECK_THAT(message_of<dtype_error>([&] { lazy::linear(logits, lazy::cast(w, dtype::f64)); }),
              Contains("linear") && Contains("float64"));
 }
+
+#undef CHECK_MATCHES

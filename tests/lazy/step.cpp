@@ -166,3 +166,5 @@ TEST_CASE("with XLITE_NO_SPECIAL_SCALARS, 0 and 1 are parameters too", "[.xlite_
   CHECK(ir::capture(outputs).parameters.size() == 3);
   CHECK((x * 1.0f + 0.0f).item<float>() == 3.0f);
 }
+
+#undef XLITE_TEST_UNDER_ASAN

@@ -74,7 +74,7 @@ std::vector<window_case> random_cases(int count, bool max_ops) {
   return cases;
 }
 
-std::string describe(const window_case& k) {
+std::string describe_window(const window_case& k) {
   std::ostringstream s;
   s << "input " << k.input << ", " << k.w;
   return s.str();
@@ -172,7 +172,7 @@ lazy::tensor op_node(const lazy::tensor& like, ir::node_ptr n) { return lazy::te
 
 TEST_CASE("unfold equals its definition for any geometry and dtype", "[lazy][window]") {
   for (const window_case& k : random_cases(40, false)) {
-    INFO(describe(k));
+    INFO(describe_window(k));
     const auto x = random_tensor(k.input);
     const auto got = op_node(lazy::tensor::from(x), ir::unfold(lazy::tensor::from(x).node(), k.w));
     CHECK(got.shape() == shape{k.input[0], k.input[1] * k.w.kernel_h * k.w.kernel_w,
@@ -192,7 +192,7 @@ TEST_CASE("unfold equals its definition for any geometry and dtype", "[lazy][win
 
 TEST_CASE("fold equals its definition and is unfold's adjoint", "[lazy][window]") {
   for (const window_case& k : random_cases(40, false)) {
-    INFO(describe(k));
+    INFO(describe_window(k));
     const shape cols_shape{k.input[0], k.input[1] * k.w.kernel_h * k.w.kernel_w,
                            k.w.out_h(k.input[2]) * k.w.out_w(k.input[3])};
     const auto cols = random_tensor<double>(cols_shape);
@@ -229,7 +229,7 @@ TEST_CASE("fold in bfloat16 and float32 sums in float and rounds once", "[lazy][
 TEST_CASE("select_window_max takes y at each window's first maximum of x; scatter is its adjoint",
           "[lazy][window]") {
   for (const window_case& k : random_cases(40, true)) {
-    INFO(describe(k));
+    INFO(describe_window(k));
     // Few distinct values, so windows hold ties and the first-maximum rule is exercised.
     auto x = random_tensor<double>(k.input);
     for (std::int64_t i = 0; i < x.size(); ++i) x.data()[i] = std::round(x.data()[i] * 2);

@@ -28,7 +28,7 @@ using Catch::Matchers::Contains;
 
 using mxu_128 = tpu::systolic_array<128, 128, tpu::dataflow::weight_stationary>;
 
-xlite::tensor<float> random_matrix(std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
+xlite::tensor<float> random_host_matrix(std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
   std::normal_distribution<float> normal;
   xlite::tensor<float> t(shape{rows, cols});
   for (std::int64_t i = 0; i < t.size(); ++i) t.data()[i] = normal(rng);
@@ -80,7 +80,8 @@ void check_against_array(std::mt19937& rng) {
   for (int trial = 0; trial < 4; ++trial) {
     const std::int64_t m = size(rng), k = size(rng), n = size(rng);
     CAPTURE(Array::rows, Array::cols, m, k, n);
-    const xlite::tensor<float> x = random_matrix(m, k, rng), w = random_matrix(k, n, rng), b = random_matrix(1, n, rng);
+    const xlite::tensor<float> x = random_host_matrix(m, k, rng), w = random_host_matrix(k, n, rng),
+                               b = random_host_matrix(1, n, rng);
     const products got = run_on(tpu0, x, w, b);
 
     const auto [product, report] = array.gemm(x, w);
@@ -131,7 +132,7 @@ TEST_CASE("tpu device: matmuls are the array's gemm bit for bit, with epilogues,
   using array = tpu::systolic_array<8, 8, tpu::dataflow::weight_stationary>;
   tpu::configure<array>();
   const xlite::device tpu0("tpu:0");
-  const xlite::tensor<float> x = random_matrix(3 * 5, 20, rng), w = random_matrix(20, 7, rng);
+  const xlite::tensor<float> x = random_host_matrix(3 * 5, 20, rng), w = random_host_matrix(20, 7, rng);
   const auto lx = lazy::reshape(lazy::cast(lazy::tensor::from(x, tpu0), dtype::bf16), shape{3, 5, 20});
   const auto lw = lazy::cast(lazy::tensor::from(w, tpu0), dtype::bf16);
   const xlite::tensor<bfloat16> got = lazy::matmul(lx, lw).to_host<bfloat16>();
@@ -173,7 +174,7 @@ TEST_CASE("tpu device: broadcast batches, one transposed operand, float16 operan
   }
 
   // x v^T, v stored (7, 20): only b transposed.
-  const xlite::tensor<float> x = random_matrix(5, 20, rng), v = random_matrix(7, 20, rng);
+  const xlite::tensor<float> x = random_host_matrix(5, 20, rng), v = random_host_matrix(7, 20, rng);
   const xlite::tensor<float> xvt =
       lazy::matmul(lazy::tensor::from(x, tpu0), lazy::transpose(lazy::tensor::from(v, tpu0))).to_host<float>();
   const auto [expected_xvt, report_xvt] = mxu.gemm(x, transposed(v));
@@ -220,7 +221,7 @@ TEST_CASE("tpu device: the CPU's bf16 autocast, bit for bit where every order gi
     for (std::int64_t i = 0; i < t.size(); ++i) t.data()[i] = static_cast<float>(integer(rng)) * (1 + nudge(rng));
     return t;
   };
-  const xlite::tensor<float> x = near_integers(37, 300), w = near_integers(300, 45), b = random_matrix(1, 45, rng);
+  const xlite::tensor<float> x = near_integers(37, 300), w = near_integers(300, 45), b = random_host_matrix(1, 45, rng);
   const products on_tpu = run_on(xlite::device("tpu:0"), x, w, b);
   const amp::policy_scope autocast({amp::mode::autocast});
   const products on_cpu = run_on(xlite::device("cpu:0"), x, w, b);
@@ -230,7 +231,7 @@ TEST_CASE("tpu device: the CPU's bf16 autocast, bit for bit where every order gi
   // Random operands: the two differ by the order of the float sums only, so by at most
   // 2 K u sum |a b| (u = 2^-24) on the bf16-rounded operands; an operand not rounded to
   // bf16 on one side would differ by about 2^-9 of that sum.
-  const xlite::tensor<float> rx = random_matrix(37, 300, rng), rw = random_matrix(300, 45, rng);
+  const xlite::tensor<float> rx = random_host_matrix(37, 300, rng), rw = random_host_matrix(300, 45, rng);
   const products random_tpu = run_on(xlite::device("tpu:0"), rx, rw, b);
   const products random_cpu = run_on(xlite::device("cpu:0"), rx, rw, b);
   for (std::int64_t i = 0; i < 45; ++i) {
@@ -253,8 +254,8 @@ TEST_CASE("tpu device: each step is priced as tpu::estimate_step prices its grap
   const xlite::device tpu0("tpu:0");
   metrics::clear_all();
   std::mt19937 rng(3);
-  const auto x = lazy::tensor::from(random_matrix(64, 256, rng), tpu0);
-  const auto w = lazy::tensor::from(random_matrix(256, 128, rng), tpu0);
+  const auto x = lazy::tensor::from(random_host_matrix(64, 256, rng), tpu0);
+  const auto w = lazy::tensor::from(random_host_matrix(256, 128, rng), tpu0);
   mark_step(); // the transfers' step: nothing to compute
   const lazy::tensor y = lazy::sum(lazy::tanh(lazy::matmul(x, w)));
   const tpu::step_report expected = lazy::tpu_step_cost(array(tpu::memory_config::tpu_v1()), vpu);
@@ -280,7 +281,7 @@ TEST_CASE("tpu device: each step is priced as tpu::estimate_step prices its grap
   CHECK(std::isfinite(y.item<float>()));
 
   // A step on cpu:0 is not priced.
-  const auto c = lazy::tensor::from(random_matrix(8, 8, rng));
+  const auto c = lazy::tensor::from(random_host_matrix(8, 8, rng));
   CHECK(lazy::matmul(c, c).to_host<float>().size() == 64);
   CHECK(metrics::metric_data("TpuStepCycles")->total_samples == cycles->total_samples);
 }
