@@ -15,14 +15,14 @@
 #include "xlite/lazy.hpp"
 #include "xlite/runtime/metrics.hpp"
 
+#include "../lazy/ir_nodes.hpp"
+
 using namespace xlite;
 using L = lazy::tensor;
 
 namespace {
 
-struct fake_source : ir::parameter_source {};
-
-ir::node_ptr param(dtype t, const shape& s) { return ir::parameter(std::make_shared<fake_source>(), t, s); }
+using ir_nodes::param;
 
 // exp(x @ w + 1) > 0.5, and sum(x @ w) over axis 1: a matmul, an ordinary op, a kept-fp32 op,
 // a comparison and a reduction.

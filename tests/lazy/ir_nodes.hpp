@@ -1,7 +1,7 @@
 #pragma once
 
-// IR nodes for the IR tests (ir.cpp, passes.cpp, serialize.cpp): parameters with a source
-// that holds nothing, and constants.
+// IR nodes for the IR tests (ir.cpp, passes.cpp, serialize.cpp) and the mixed-precision pass's
+// (amp/autocast.cpp): parameters with a source that holds nothing, and constants.
 
 #include <memory>
 
