@@ -12,6 +12,7 @@ find_program(XLITE_CCACHE ccache)
 if(XLITE_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   set(CMAKE_CXX_COMPILER_LAUNCHER
       "${CMAKE_COMMAND}" -E env "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR}" CCACHE_NOHASHDIR=1 "${XLITE_CCACHE}")
+  set(XLITE_CCACHE_LAUNCHES ON) # for the package test's own builds (tests/package)
 endif()
 
 add_library(xlite_development INTERFACE)

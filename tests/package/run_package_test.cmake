@@ -3,7 +3,8 @@
 # separately, XLITE_SEPARATE_COMPILATION), and checks what a packager relies on:
 # the version check, unknown and optional components.
 #
-# cmake -DXLITE_SOURCE_DIR=... -DWORK_DIR=... -DCXX=... -DGENERATOR=... -P run_package_test.cmake
+# cmake -DXLITE_SOURCE_DIR=... -DWORK_DIR=... -DCXX=... -DGENERATOR=... [-DLAUNCHER=ccache]
+#       -P run_package_test.cmake
 
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
@@ -34,6 +35,9 @@ file(REMOVE_RECURSE "${WORK_DIR}")
 # linked, and the consumers' one small run each. Unoptimised, the separately compiled
 # backend takes 20 s to compile; at Release's -O3 it took 69.
 set(common -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=)
+if(LAUNCHER)
+  list(APPEND common "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
+endif()
 
 # 1. install
 run(${CMAKE_COMMAND} -S "${XLITE_SOURCE_DIR}" -B "${WORK_DIR}/xlite-build" ${common}
