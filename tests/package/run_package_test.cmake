@@ -14,6 +14,15 @@ function(run)
   set(output "${out}" PARENT_SCOPE)
 endfunction()
 
+# Fails unless the consumer's output (`output`) says its native kernels use the headers in
+# `dir` (a found package's config once took another package's prefix for its own).
+function(expect_native_include dir how)
+  string(FIND "${output}" "native include ${dir}\n" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "native kernels of ${how} must use the headers in ${dir}:\n${output}")
+  endif()
+endfunction()
+
 # Configures a throwaway project whose body is `code`; sets `configured` and `output`.
 function(try_project name code)
   set(dir "${WORK_DIR}/${name}")
@@ -58,6 +67,7 @@ run("${WORK_DIR}/consumer-installed/consumer")
 if(NOT output MATCHES "^xlite 0\\.1 \\(3, 4\\) 12 bfloat16")
   message(FATAL_ERROR "unexpected output from the consumer:\n${output}")
 endif()
+expect_native_include("${WORK_DIR}/prefix/include" "an installed xlite")
 run("${WORK_DIR}/consumer-installed/consumer_separate")
 if(NOT output MATCHES "^separate 18")
   message(FATAL_ERROR "unexpected output from the separately compiled consumer:\n${output}")
@@ -72,6 +82,7 @@ run(${CMAKE_COMMAND} -S "${CMAKE_CURRENT_LIST_DIR}/consumer" -B "${WORK_DIR}/con
     -DXLITE_CONSUME=subdirectory "-DXLITE_SOURCE_DIR=${XLITE_SOURCE_DIR}")
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/consumer-subdirectory")
 run("${WORK_DIR}/consumer-subdirectory/consumer")
+expect_native_include("${XLITE_SOURCE_DIR}/include" "xlite as a subdirectory")
 
 # 4. what must fail, fails with a message that says why
 try_project(wants_major_1 "find_package(xlite 1.0 CONFIG REQUIRED)")

@@ -18,5 +18,7 @@ int main() {
 #if XLITE_HAS_ZLIB
   std::cout << "zlib " << zlibVersion() << '\n';
 #endif
+  // Where native kernels look for xlite's headers: the installed ones, or the source tree's.
+  std::cout << "native include " << XLITE_NATIVE_INCLUDE << '\n';
   return sum == 12 ? 0 : 1;
 }
