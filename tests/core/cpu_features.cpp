@@ -6,26 +6,29 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 using Catch::Matchers::Contains;
 using xlite::isa;
 
 namespace {
 
-// The flags Linux reports for the first CPU in /proc/cpuinfo: an independent reading of the
-// same CPUID bits (and of the kernel's XCR0 setup), empty where the file does not exist.
-std::set<std::string> proc_cpuinfo_flags() {
+// The value of the first line of /proc/cpuinfo that starts with `key`: Linux's independent
+// reading of the same CPUID bits (and of its XCR0 setup); empty where there is none.
+std::string proc_cpuinfo(std::string_view key) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) == 0) {
-      std::istringstream words(line.substr(line.find(':') + 1));
-      std::set<std::string> flags;
-      for (std::string flag; words >> flag;) flags.insert(flag);
-      return flags;
-    }
+    if (line.starts_with(key)) return line.substr(line.find(':') + 1);
   }
   return {};
+}
+
+std::set<std::string> proc_cpuinfo_flags() {
+  std::istringstream words(proc_cpuinfo("flags"));
+  std::set<std::string> flags;
+  for (std::string flag; words >> flag;) flags.insert(flag);
+  return flags;
 }
 
 } // namespace
@@ -47,6 +50,9 @@ TEST_CASE("detected CPU features agree with the kernel's /proc/cpuinfo", "[cpu_f
   // AMX also needs the per-process permission, which Linux grants whenever the CPU has it.
   CHECK(f.amx_tile == flags.contains("amx_tile"));
   CHECK(f.amx_bf16 == flags.contains("amx_bf16"));
+  const std::string vendor = proc_cpuinfo("vendor_id");
+  CHECK((f.vendor == xlite::cpu_vendor::intel) == vendor.ends_with("GenuineIntel"));
+  CHECK((f.vendor == xlite::cpu_vendor::amd) == vendor.ends_with("AuthenticAMD"));
 }
 
 TEST_CASE("best_isa takes the highest level whose every feature is present", "[cpu_features]") {

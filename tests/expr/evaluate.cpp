@@ -301,13 +301,15 @@ TEST_CASE("evaluate: outputs past the parallel threshold match the naive loop on
   }
 }
 
+namespace {
+
 // The flat loop with streaming stores (which evaluation takes for outputs larger than the
 // last-level cache, see streaming_pays) stores whole aligned batches and then ends as any
 // loop does, in a batch stored under a mask, writing nothing past it: three tasks of 2^14
 // floats and 0, 1, 5 or a batch less one more, on one thread and on two (whose tasks
 // start at multiples of 2^14, aligned), into a buffer with sentinels after the output.
-TEST_CASE("evaluate: a flat loop with streaming stores ends in a masked batch and writes nothing past it",
-          "[evaluate][threads]") {
+// Where prefetch_pays, the loop asks for each leaf's lines ahead, past the end too.
+void check_streaming_loop() {
   using arch = xlite::kernels::simd_arch;
   if constexpr (!std::is_same_v<arch, xlite::kernels::scalar_arch>) {
     constexpr auto width = static_cast<std::int64_t>(xsimd::batch<float, arch>::size);
@@ -327,7 +329,7 @@ TEST_CASE("evaluate: a flat loop with streaming stores ends in a masked batch an
       const xlite::expr::flat_task<arch, float, xlite::expr::bound_root<E>, float> task{
           xlite::expr::bind(e, plan), memory.data(), /*streaming=*/true};
       for (const std::size_t threads : {1, 2}) {
-        INFO(n << " floats, " << threads << " threads");
+        INFO(n << " floats, " << threads << " threads, prefetching " << xlite::kernels::prefetch_pays());
         std::fill_n(memory.data(), n + 64, sentinel);
         xlite::thread_pool pool(threads);
         xlite::expr::parallel_rows(pool, n, n, task);
@@ -338,6 +340,46 @@ TEST_CASE("evaluate: a flat loop with streaming stores ends in a masked batch an
       }
     }
   }
+}
+
+} // namespace
+
+TEST_CASE("evaluate: a flat loop with streaming stores ends in a masked batch and writes nothing past it",
+          "[evaluate][threads]") {
+  check_streaming_loop();
+}
+
+TEST_CASE("evaluate: streaming loops ask ahead on Intel's CPUs only", "[evaluate]") {
+  xlite::cpu_features cpu;
+  CHECK_FALSE(xlite::kernels::prefetch_pays_on(cpu));
+  cpu.vendor = xlite::cpu_vendor::intel;
+  CHECK(xlite::kernels::prefetch_pays_on(cpu));
+  cpu.vendor = xlite::cpu_vendor::amd;
+  CHECK_FALSE(xlite::kernels::prefetch_pays_on(cpu));
+}
+
+// prefetch_pays is read once per process, so each setting runs in a process of its own
+// (tests/expr/CMakeLists.txt): the loop with and without asking ahead, whatever the CPU.
+TEST_CASE("evaluate: XLITE_PREFETCH=0 streams without asking ahead", "[.xlite_prefetch_off]") {
+  CHECK_FALSE(xlite::kernels::prefetch_pays());
+  check_streaming_loop();
+}
+
+TEST_CASE("evaluate: XLITE_PREFETCH=1 streams asking ahead", "[.xlite_prefetch_on]") {
+  CHECK(xlite::kernels::prefetch_pays());
+  check_streaming_loop();
+}
+
+// An evaluation that would stream fails before it stores anything.
+TEST_CASE("evaluate: XLITE_PREFETCH with a bad value is a config_error", "[.xlite_prefetch_bad]") {
+  CHECK_THROWS_WITH(xlite::kernels::prefetch_pays(), Catch::Matchers::Contains("XLITE_PREFETCH='yes'"));
+  if (!xlite::kernels::simd_path_active()) return;
+  const std::int64_t n = std::int64_t{64} << 20 >> 2; // 64 MiB of floats: past streaming_pays' threshold
+  REQUIRE(xlite::kernels::streaming_pays(static_cast<std::size_t>(n) * sizeof(float)));
+  const tensor<float> x(shape{n}, 1.0f);
+  tensor<float> z(shape{n}, 5.0f);
+  CHECK_THROWS_AS(z = x + z, xlite::config_error);
+  CHECK(std::all_of(z.data(), z.data() + n, [](float v) { return v == 5.0f; }));
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -54,9 +55,13 @@ inline isa parse_isa(std::string_view text) {
   throw value_error(detail::message("unknown ISA '", text, "' (choose portable, avx2, avx512, avx512_bf16 or amx)"));
 }
 
+// Who made the CPU (CPUID's vendor string), for tuning that differs between designs.
+enum class cpu_vendor : std::uint8_t { other, intel, amd };
+
 // What the CPU reports and the OS has enabled. A feature the CPU has but the OS does not
 // save on context switches (XCR0), or AMX without the Linux permission, reads as absent.
 struct cpu_features {
+  cpu_vendor vendor = cpu_vendor::other;
   bool avx2 = false;
   bool fma = false;
   bool avx512f = false;
@@ -104,6 +109,14 @@ inline bool request_amx_permission() {
 inline cpu_features query_cpu_features() {
   cpu_features f;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return f;
+  char vendor[12]; // EBX, EDX, ECX
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  const std::string_view vendor_name(vendor, sizeof(vendor));
+  if (vendor_name == "GenuineIntel") f.vendor = cpu_vendor::intel;
+  if (vendor_name == "AuthenticAMD") f.vendor = cpu_vendor::amd;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
   const bool osxsave = (ecx >> 27) & 1;
   const bool fma = (ecx >> 12) & 1;

@@ -397,6 +397,13 @@ struct bound_memory {
     f(*this);
   }
 
+  // Asks for the lines the batch of `Lanes` elements at j reads, kernels::prefetch_distance
+  // bytes ahead.
+  template <std::size_t Lanes>
+  void prefetch(std::int64_t j) const {
+    kernels::prefetch_ahead<Lanes * sizeof(T)>(row + j);
+  }
+
   template <class Arch, class L, bool Contiguous, class Context>
   auto eval(std::int64_t j, const Context& context) const {
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
@@ -690,7 +697,7 @@ template <class Arch, class L, bool Contiguous, class B, class T>
 [[gnu::flatten]] void run_row(const B& bound_expr, T* out, std::int64_t begin, std::int64_t end, bool streaming) {
   // A local copy, which the stores to `out` cannot alias: the compiler keeps its pointers,
   // scalars and sharing flags in registers instead of reloading them after every store.
-  const B expr = bound_expr;
+  B expr = bound_expr;
   constexpr auto width = static_cast<std::int64_t>(kernels::lanes<L, Arch>);
   std::int64_t j = begin;
   if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
@@ -700,10 +707,13 @@ template <class Arch, class L, bool Contiguous, class B, class T>
       // task by the scalar form, and their bits would depend on the thread count.
       constexpr std::size_t alignment = sizeof(T) * static_cast<std::size_t>(width);
       if (streaming && reinterpret_cast<std::uintptr_t>(out + j) % alignment == 0) {
-        // No software prefetch: asking for each operand 1 KiB ahead into L2 was a wash on
-        // Zen 4 (up to 8% faster on e1 and e3, nothing on e2 and e4) and cost every case
-        // 10-29% on Zen 5, whose hardware prefetcher keeps up (docs/architecture.md).
+        // An output this large leaves no room in the cache for the operands either: where it
+        // pays (kernels::prefetch_pays), each asks for its lines ahead. A test in the loop, not
+        // a second loop: one copy of the expression's code, and the branch always goes one way.
+        const bool ahead = kernels::prefetch_pays();
+        auto prefetch = [&](const auto& leaf) { leaf.template prefetch<width>(j); };
         for (; j + width <= end; j += width) {
+          if (ahead) expr.for_each_leaf(prefetch);
           kernels::store_streaming(out + j, expr.template get<Arch, L, Contiguous>(j));
         }
         kernels::streaming_fence();

@@ -24,6 +24,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "xlite/core/aligned_memory.hpp"
 #include "xlite/core/cpu_features.hpp"
 #include "xlite/kernels/intrinsics.hpp"
 
@@ -275,6 +276,41 @@ inline bool streaming_pays(std::size_t output_bytes) {
     return bytes;
   }();
   return output_bytes >= threshold;
+}
+
+// Whether a loop that streams its output also asks for each operand's lines some way ahead
+// (prefetch_ahead), on CPUs of this kind. On Intel's, yes: the hardware prefetcher alone
+// falls behind, the more so the more an element costs. On a Xeon (Emerald Rapids), over
+// 2^26 floats, asking ahead took e3 = exp(-x * x) * y + tanh(w) from 0.81 to 1.0 of the
+// triad's bandwidth, and e1, e2 and e4 5-20% faster (docs/benchmarks.md). On AMD's, no:
+// the same requests cost Zen 4 15-20% on e2 and e4, and Zen 5 10-29% on every case
+// (docs/architecture.md). Other CPUs have not been measured, and keep the plain loop.
+constexpr bool prefetch_pays_on(const cpu_features& cpu) noexcept { return cpu.vendor == cpu_vendor::intel; }
+
+namespace detail {
+// Out of line: flattened loops that ask prefetch_pays() would otherwise inline the CPU
+// detection and the setting's parsing and message into every expression's loop.
+[[gnu::noinline]] inline bool decide_prefetch() {
+  return env_integer("XLITE_PREFETCH", 0, 1).value_or(prefetch_pays_on(detected_cpu_features())) == 1;
+}
+} // namespace detail
+
+// prefetch_pays_on this CPU, unless XLITE_PREFETCH=0|1 says otherwise (read once).
+inline bool prefetch_pays() {
+  static const bool pays = detail::decide_prefetch();
+  return pays;
+}
+
+// How far ahead prefetch_ahead asks. On the Xeon 1, 2 and 4 KiB ran e1-e4 level (within
+// 2%); 512 bytes gave e3 most of the gain and 256 none, 8 and 16 KiB less of it.
+inline constexpr std::size_t prefetch_distance = 2048;
+
+// Asks for the lines of [p, p + Bytes), prefetch_distance bytes further on, into every
+// cache level (prefetcht0).
+template <std::size_t Bytes, class T>
+void prefetch_ahead(const T* p) {
+  const char* const ahead = reinterpret_cast<const char*>(p) + prefetch_distance;
+  for (std::size_t line = 0; line < Bytes; line += cache_line) __builtin_prefetch(ahead + line, 0, 3);
 }
 
 // Whether the SIMD path runs under the current ISA cap.
