@@ -308,8 +308,9 @@ namespace {
 // loop does, in a batch stored under a mask, writing nothing past it: three tasks of 2^14
 // floats and 0, 1, 5 or a batch less one more, on one thread and on two (whose tasks
 // start at multiples of 2^14, aligned), into a buffer with sentinels after the output.
-// Where prefetch_pays, the loop asks for each leaf's lines ahead, past the end too.
-void check_streaming_loop() {
+// Asking ahead or not (store_path::streamed_asking_ahead: for each leaf's lines, past the
+// end too) changes nothing but the time.
+void check_streaming_loop(xlite::expr::store_path path) {
   using arch = xlite::kernels::simd_arch;
   if constexpr (!std::is_same_v<arch, xlite::kernels::scalar_arch>) {
     constexpr auto width = static_cast<std::int64_t>(xsimd::batch<float, arch>::size);
@@ -326,10 +327,11 @@ void check_streaming_loop() {
       REQUIRE(plan.contiguous);
       constexpr float sentinel = 77.0f;
       tensor<float> memory(shape{n + 64}, sentinel);
-      const xlite::expr::flat_task<arch, float, xlite::expr::bound_root<E>, float> task{
-          xlite::expr::bind(e, plan), memory.data(), /*streaming=*/true};
+      const xlite::expr::flat_task<arch, float, xlite::expr::bound_root<E>, float> task{xlite::expr::bind(e, plan),
+                                                                                        memory.data(), path};
       for (const std::size_t threads : {1, 2}) {
-        INFO(n << " floats, " << threads << " threads, prefetching " << xlite::kernels::prefetch_pays());
+        INFO(n << " floats, " << threads << " threads, asking ahead "
+               << (path == xlite::expr::store_path::streamed_asking_ahead));
         std::fill_n(memory.data(), n + 64, sentinel);
         xlite::thread_pool pool(threads);
         xlite::expr::parallel_rows(pool, n, n, task);
@@ -346,7 +348,8 @@ void check_streaming_loop() {
 
 TEST_CASE("evaluate: a flat loop with streaming stores ends in a masked batch and writes nothing past it",
           "[evaluate][threads]") {
-  check_streaming_loop();
+  check_streaming_loop(xlite::expr::store_path::streamed);
+  check_streaming_loop(xlite::expr::store_path::streamed_asking_ahead);
 }
 
 TEST_CASE("evaluate: streaming loops ask ahead on Intel's CPUs only", "[evaluate]") {
@@ -358,24 +361,29 @@ TEST_CASE("evaluate: streaming loops ask ahead on Intel's CPUs only", "[evaluate
   CHECK_FALSE(xlite::kernels::prefetch_pays_on(cpu));
 }
 
-// prefetch_pays is read once per process, so each setting runs in a process of its own
-// (tests/expr/CMakeLists.txt): the loop with and without asking ahead, whatever the CPU.
+// XLITE_PREFETCH is read once per process, so each setting runs in a process of its own
+// (tests/expr/CMakeLists.txt).
+namespace {
+constexpr std::size_t streamed_bytes = std::size_t{64} << 20; // past streaming_pays' threshold
+}
+
 TEST_CASE("evaluate: XLITE_PREFETCH=0 streams without asking ahead", "[.xlite_prefetch_off]") {
   CHECK_FALSE(xlite::kernels::prefetch_pays());
-  check_streaming_loop();
+  CHECK(xlite::expr::store_path_for(streamed_bytes) == xlite::expr::store_path::streamed);
+  CHECK(xlite::expr::store_path_for(1024) == xlite::expr::store_path::cached);
 }
 
 TEST_CASE("evaluate: XLITE_PREFETCH=1 streams asking ahead", "[.xlite_prefetch_on]") {
   CHECK(xlite::kernels::prefetch_pays());
-  check_streaming_loop();
+  CHECK(xlite::expr::store_path_for(streamed_bytes) == xlite::expr::store_path::streamed_asking_ahead);
+  CHECK(xlite::expr::store_path_for(1024) == xlite::expr::store_path::cached);
 }
 
-// An evaluation that would stream fails before it stores anything.
+// An evaluation that would stream fails on the calling thread before it stores anything.
 TEST_CASE("evaluate: XLITE_PREFETCH with a bad value is a config_error", "[.xlite_prefetch_bad]") {
-  CHECK_THROWS_WITH(xlite::kernels::prefetch_pays(), Catch::Matchers::Contains("XLITE_PREFETCH='yes'"));
+  CHECK_THROWS_WITH(xlite::expr::store_path_for(streamed_bytes), Catch::Matchers::Contains("XLITE_PREFETCH='yes'"));
   if (!xlite::kernels::simd_path_active()) return;
-  const std::int64_t n = std::int64_t{64} << 20 >> 2; // 64 MiB of floats: past streaming_pays' threshold
-  REQUIRE(xlite::kernels::streaming_pays(static_cast<std::size_t>(n) * sizeof(float)));
+  const auto n = static_cast<std::int64_t>(streamed_bytes / sizeof(float));
   const tensor<float> x(shape{n}, 1.0f);
   tensor<float> z(shape{n}, 5.0f);
   CHECK_THROWS_AS(z = x + z, xlite::config_error);

@@ -145,7 +145,7 @@ void evaluate_deferred(T* out, const E& e) {
               const std::int64_t first = begin + r * row_stride;
               if constexpr (!scalar_fallback_v<Arch, F>) {
                 if (plan.contiguous) { // bind points each leaf's row at its data
-                  run_row<Arch, lane_type_t<F>, true>(bound_expr, out, first, first + cols, false);
+                  run_row<Arch, lane_type_t<F>, true>(bound_expr, out, first, first + cols, store_path::cached);
                   continue;
                 }
               }

@@ -689,12 +689,23 @@ inline std::int64_t tasks_per_chunk(std::int64_t tasks, std::int64_t task_elemen
   return std::max<std::int64_t>(1, std::min((tasks + t - 1) / t, longest));
 }
 
+// How run_row stores a row: plainly, into the cache; past it, with streaming stores, for an
+// output larger than the cache (kernels::streaming_pays); and then also asking for the
+// operands' lines ahead, where that pays (kernels::prefetch_pays). Decided once per
+// evaluation, on the calling thread, where a bad XLITE_PREFETCH fails before any store.
+enum class store_path : std::uint8_t { cached, streamed, streamed_asking_ahead };
+
+inline store_path store_path_for(std::size_t output_bytes) {
+  if (!kernels::streaming_pays(output_bytes)) return store_path::cached;
+  return kernels::prefetch_pays() ? store_path::streamed_asking_ahead : store_path::streamed;
+}
+
 // Flattened: the whole expression, down to each op's SIMD code, is inlined into the loop at
 // any optimisation level. Otherwise g++ -O2 calls a node that occurs three times, or exp,
 // once per batch (e2 and e3 ran 1.4-1.6x slower than at -O3), and even -O3 calls a shared
 // subexpression's node (a CSE expression ran 2.8x slower). The reduction loops are too.
 template <class Arch, class L, bool Contiguous, class B, class T>
-[[gnu::flatten]] void run_row(const B& bound_expr, T* out, std::int64_t begin, std::int64_t end, bool streaming) {
+[[gnu::flatten]] void run_row(const B& bound_expr, T* out, std::int64_t begin, std::int64_t end, store_path path) {
   // A local copy, which the stores to `out` cannot alias: the compiler keeps its pointers,
   // scalars and sharing flags in registers instead of reloading them after every store.
   B expr = bound_expr;
@@ -706,11 +717,11 @@ template <class Arch, class L, bool Contiguous, class B, class T>
       // rather than after a scalar prologue: that would compute a few elements of each
       // task by the scalar form, and their bits would depend on the thread count.
       constexpr std::size_t alignment = sizeof(T) * static_cast<std::size_t>(width);
-      if (streaming && reinterpret_cast<std::uintptr_t>(out + j) % alignment == 0) {
-        // An output this large leaves no room in the cache for the operands either: where it
-        // pays (kernels::prefetch_pays), each asks for its lines ahead. A test in the loop, not
-        // a second loop: one copy of the expression's code, and the branch always goes one way.
-        const bool ahead = kernels::prefetch_pays();
+      if (path != store_path::cached && reinterpret_cast<std::uintptr_t>(out + j) % alignment == 0) {
+        // The hardware prefetcher alone may not keep the operands coming while the core
+        // computes (kernels::prefetch_pays). A test in the loop, not a second loop: one copy
+        // of the expression's code, and the branch always goes one way.
+        const bool ahead = path == store_path::streamed_asking_ahead;
         auto prefetch = [&](const auto& leaf) { leaf.template prefetch<width>(j); };
         for (; j + width <= end; j += width) {
           if (ahead) expr.for_each_leaf(prefetch);
@@ -866,7 +877,7 @@ template <class Arch, class L, class B, std::size_t Leaves, class T>
   std::array<std::int64_t, max_rank> index{};
   const auto walk = [&]<bool RowsContiguous>() {
     walk_rows(rows, plan, index, 0, begin, end, [&](std::int64_t j, std::int64_t stop, std::int64_t offset) {
-      run_row<Arch, L, RowsContiguous>(rows, out + (begin + offset - j), j, stop, false);
+      run_row<Arch, L, RowsContiguous>(rows, out + (begin + offset - j), j, stop, store_path::cached);
     });
   };
   if constexpr (!scalar_fallback_v<Arch, typename B::expression>) {
@@ -885,11 +896,9 @@ template <class Arch, class L, class B, class T>
 struct flat_task {
   B expr;
   T* out;
-  bool streaming;
+  store_path path;
 
-  void operator()(std::int64_t begin, std::int64_t end) const {
-    run_row<Arch, L, true>(expr, out, begin, end, streaming);
-  }
+  void operator()(std::int64_t begin, std::int64_t end) const { run_row<Arch, L, true>(expr, out, begin, end, path); }
 };
 // The strided task runs the run_range of the path dispatch took through a pointer, so that
 // the SIMD path and the scalar fallback share one parallel loop (the pool's job posting and
@@ -919,8 +928,8 @@ void evaluate_into(const E& e, T* out) {
     const bool serial = count < parallel_threshold || pool.num_threads() == 1;
     if constexpr (!scalar_fallback_v<Arch, E>) {
       if (plan.contiguous) {
-        const flat_task<Arch, L, bound_root<E>, T> task{
-            bind(e, plan), out, kernels::streaming_pays(static_cast<std::size_t>(count) * sizeof(T))};
+        const flat_task<Arch, L, bound_root<E>, T> task{bind(e, plan), out,
+                                                        store_path_for(static_cast<std::size_t>(count) * sizeof(T))};
         if (serial) {
           task(0, count);
         } else {

@@ -279,25 +279,19 @@ inline bool streaming_pays(std::size_t output_bytes) {
 }
 
 // Whether a loop that streams its output also asks for each operand's lines some way ahead
-// (prefetch_ahead), on CPUs of this kind. On Intel's, yes: the hardware prefetcher alone
-// falls behind, the more so the more an element costs. On a Xeon (Emerald Rapids), over
-// 2^26 floats, asking ahead took e3 = exp(-x * x) * y + tanh(w) from 0.81 to 1.0 of the
-// triad's bandwidth, and e1, e2 and e4 5-20% faster (docs/benchmarks.md). On AMD's, no:
-// the same requests cost Zen 4 15-20% on e2 and e4, and Zen 5 10-29% on every case
-// (docs/architecture.md). Other CPUs have not been measured, and keep the plain loop.
+// (prefetch_ahead), on CPUs of this kind. Measured on one Intel host, a Xeon (Emerald
+// Rapids) under KVM: the hardware prefetcher alone fell behind, the more so the more an
+// element costs, and over 2^26 floats asking ahead made e3 = exp(-x * x) * y + tanh(w)
+// 18-24% faster on one thread and 9-21% on two; e1, e2 and e4 came out between 5% slower
+// and 19% faster, within the runs' spread (docs/benchmarks.md). On
+// AMD's such requests cost: 2 KiB ahead into L1 took Zen 4 15-20% longer on e2 and e4,
+// 1 KiB into L2 took Zen 5 10-29% longer on every case (docs/architecture.md). Other CPUs
+// have not been measured, and keep the plain loop.
 constexpr bool prefetch_pays_on(const cpu_features& cpu) noexcept { return cpu.vendor == cpu_vendor::intel; }
-
-namespace detail {
-// Out of line: flattened loops that ask prefetch_pays() would otherwise inline the CPU
-// detection and the setting's parsing and message into every expression's loop.
-[[gnu::noinline]] inline bool decide_prefetch() {
-  return env_integer("XLITE_PREFETCH", 0, 1).value_or(prefetch_pays_on(detected_cpu_features())) == 1;
-}
-} // namespace detail
 
 // prefetch_pays_on this CPU, unless XLITE_PREFETCH=0|1 says otherwise (read once).
 inline bool prefetch_pays() {
-  static const bool pays = detail::decide_prefetch();
+  static const bool pays = env_integer("XLITE_PREFETCH", 0, 1).value_or(prefetch_pays_on(detected_cpu_features())) == 1;
   return pays;
 }
 
@@ -306,11 +300,18 @@ inline bool prefetch_pays() {
 inline constexpr std::size_t prefetch_distance = 2048;
 
 // Asks for the lines of [p, p + Bytes), prefetch_distance bytes further on, into every
-// cache level (prefetcht0).
+// cache level (prefetcht0). The address is computed as an integer: past an array's end
+// (the last batches ask for lines beyond it, which is harmless), a pointer would not be.
 template <std::size_t Bytes, class T>
 void prefetch_ahead(const T* p) {
-  const char* const ahead = reinterpret_cast<const char*>(p) + prefetch_distance;
-  for (std::size_t line = 0; line < Bytes; line += cache_line) __builtin_prefetch(ahead + line, 0, 3);
+  const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(p) + prefetch_distance;
+  for (std::size_t line = 0; line < Bytes; line += cache_line) {
+    __builtin_prefetch(reinterpret_cast<const void*>(ahead + line), 0, 3);
+  }
+  // g++ 12 takes a function whose only effect is a prefetch for one without effects, and
+  // at -O1 and -O2 deletes its calls before inlining them; an empty asm that uses the
+  // address is an effect it keeps.
+  __asm__ volatile("" : : "r"(ahead));
 }
 
 // Whether the SIMD path runs under the current ISA cap.
