@@ -367,13 +367,13 @@ namespace {
 constexpr std::size_t streamed_bytes = std::size_t{64} << 20; // past streaming_pays' threshold
 }
 
-TEST_CASE("evaluate: XLITE_PREFETCH=0 streams without asking ahead", "[.xlite_prefetch_off]") {
+TEST_CASE("evaluate: XLITE_PREFETCH=0 chooses streaming without asking ahead", "[.xlite_prefetch_off]") {
   CHECK_FALSE(xlite::kernels::prefetch_pays());
   CHECK(xlite::expr::store_path_for(streamed_bytes) == xlite::expr::store_path::streamed);
   CHECK(xlite::expr::store_path_for(1024) == xlite::expr::store_path::cached);
 }
 
-TEST_CASE("evaluate: XLITE_PREFETCH=1 streams asking ahead", "[.xlite_prefetch_on]") {
+TEST_CASE("evaluate: XLITE_PREFETCH=1 chooses streaming asking ahead", "[.xlite_prefetch_on]") {
   CHECK(xlite::kernels::prefetch_pays());
   CHECK(xlite::expr::store_path_for(streamed_bytes) == xlite::expr::store_path::streamed_asking_ahead);
   CHECK(xlite::expr::store_path_for(1024) == xlite::expr::store_path::cached);
