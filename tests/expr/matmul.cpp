@@ -205,6 +205,11 @@ TEST_CASE("matmul takes expressions, bfloat16 and reductions", "[matmul]") {
   const tensor<float> product = xlite::matmul(a, b);
   const tensor<float> expected = xlite::sum(product, {1});
   CHECK(std::memcmp(row_sums.data(), expected.data(), sizeof(float) * 5) == 0);
+  // With no axes, as with every axis named: the reduction of the computed product.
+  const float total = xlite::sum(xlite::matmul(a, b))();
+  const float total_expected = xlite::sum(product, {})();
+  CHECK(std::memcmp(&total, &total_expected, sizeof(float)) == 0);
+  CHECK(xlite::argmax(xlite::matmul(a, b))() == xlite::argmax(product, {})());
   CHECK(xlite::expr::signature<decltype(xlite::matmul(xlite::transposed(a), b) * 2.0f)>() ==
         "mul(matmul<float32>(transposed(tensor<float32>),tensor<float32>),scalar<float32>)");
 }

@@ -21,6 +21,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -623,5 +624,43 @@ TEST_CASE("reduce: row reductions over outputs and reduced axes that do not merg
     CHECK(xlite::argmax(long_x + long_b, {2}) == long_want.second);
     CHECK(xlite::sum(y + w, {1, 2}) == sum_12);
     CHECK(xlite::max(y + w, {1, 2}) == max_12);
+  });
+}
+
+// sum(e) with no axes compiles only the row loops (reduce_leaves' EveryAxis); naming the
+// axes, or {}, takes the loops chosen at run time. Both must be the same loop, to the bit:
+// flat and broadcast inputs (one reduced run, several that do not merge, rows with a leaf
+// broadcast along them), over several accumulation blocks, on every path and thread count.
+TEST_CASE("reduce: naming no axes gives the bits of naming every axis", "[reduce][threads]") {
+  const std::size_t threads = GENERATE(std::size_t{1}, std::size_t{3});
+  xlite::thread_pool pool(threads);
+  xlite::scoped_thread_pool use(pool);
+  const auto filled = [](shape s, std::int64_t seed) {
+    tensor<float> t(s);
+    for (std::int64_t i = 0; i < t.size(); ++i) t.data()[i] = std::sin(static_cast<float>(i * 7 + seed)) * 3.0f;
+    return t;
+  };
+  const tensor<float> x = filled(shape{7, 9000}, 1), y = filled(shape{7, 9000}, 2), column = filled(shape{7, 1}, 3),
+                      row = filled(shape{1, 9000}, 4), one = filled(shape{1}, 5), flat = filled(shape{40001}, 6);
+  const auto same_bits = [](const tensor<float>& a, const tensor<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
+  };
+  const auto check = [&](const auto& e, const char* what) {
+    INFO(what << ", " << path_name() << ", " << threads << " threads");
+    CHECK(same_bits(xlite::sum(e), xlite::sum(e, {})));
+    CHECK(same_bits(xlite::sum(e), xlite::sum(e, {0, 1})));
+    CHECK(same_bits(xlite::mean(e), xlite::mean(e, {})));
+    CHECK(same_bits(xlite::prod(e * 0.01f + 1.0f), xlite::prod(e * 0.01f + 1.0f, {})));
+    CHECK(same_bits(xlite::max(e), xlite::max(e, {})));
+    CHECK(same_bits(xlite::min(e), xlite::min(e, {0, 1})));
+    CHECK(xlite::argmax(e) == xlite::argmax(e, {}));
+  };
+  xlite_test::for_each_isa_path([&](xlite::isa) {
+    check(x * y, "x * y, one flat run");
+    check(x * column + row, "x * column + row, reduced axes that do not merge");
+    check(x * one, "x * a one-element leaf, a leaf broadcast along the rows");
+    INFO("flat, " << path_name());
+    CHECK(same_bits(xlite::sum(flat * flat), xlite::sum(flat * flat, {0})));
+    CHECK(xlite::argmax(flat * one) == xlite::argmax(flat * one, {}));
   });
 }
