@@ -984,10 +984,52 @@ void reduce_columns_streamed(const B& bound_expr, const reduction_plan<Leaves>& 
   }
 }
 
+// How reduce_rows finishes a block, combines two parts and stores an output's total, for
+// reduce_leaves (the first three) and argmax_leaves (the last three). Named types, not
+// lambdas: a lambda's type differs in each instantiation of the function that holds it, so
+// sum(x) and sum(x, {1}) in one file would compile reduce_rows, the loop, twice.
+struct total_of_block {
+  template <class Acc>
+  auto operator()(const Acc& acc, std::int64_t) const {
+    return acc.total();
+  }
+};
+template <op O>
+struct combine_parts {
+  template <class R>
+  R operator()(R a, R b) const {
+    return kernels::reduction<O>::combine(a, b);
+  }
+};
+template <class R>
+struct store_total {
+  R* out;
+  void operator()(std::int64_t p, R total) const { out[p] = total; }
+};
+struct winner_of_block {
+  template <class Acc>
+  auto operator()(const Acc& acc, std::int64_t block_begin) const {
+    return acc.winner(block_begin);
+  }
+};
+struct better_candidate {
+  template <class C>
+  C operator()(const C& a, const C& b) const {
+    return better(a, b);
+  }
+};
+struct store_position {
+  std::int64_t* out;
+  template <class C>
+  void operator()(std::int64_t p, const C& total) const {
+    out[p] = total.at;
+  }
+};
+
 // EveryAxis: the call named no axes (sum(e)), so every axis is reduced and the result has
-// no kept axis to run SIMD across: only the row loops can run, and only they are compiled.
-// The loops over columns and groups of rows that axes known at run time need made a file
-// with one sum(x * y) take 21.0 G instructions of g++ -O2 instead of 13.5 G.
+// no kept axis to run SIMD across: only reduce_rows can run, and only it is compiled, not
+// reduce_rows_in_groups, reduce_columns or reduce_columns_streamed, which axes known at run
+// time may need. A file with one sum(x * y) took 21.0 G instructions of g++ -O2, now 13.5 G.
 template <op O, bool EveryAxis, class E>
 auto reduce_leaves(const E& e, const axes& which, bool keep) {
   using V = typename E::value_type;
@@ -1020,9 +1062,8 @@ auto reduce_leaves(const E& e, const axes& which, bool keep) {
       }
     }
     if (rows) {
-      reduce_rows<accumulators<O, R, Arch>, L>(
-          bound_expr, plan, pool, [](const auto& acc, std::int64_t) { return acc.total(); },
-          [](R a, R b) { return red::combine(a, b); }, [&](std::int64_t p, R total) { out.data()[p] = total; });
+      reduce_rows<accumulators<O, R, Arch>, L>(bound_expr, plan, pool, total_of_block{}, combine_parts<O>{},
+                                               store_total<R>{out.data()});
     } else if constexpr (!EveryAxis) {
       if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
         if (streams_columns(plan)) {
@@ -1297,10 +1338,8 @@ tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
       }
     }
     if (!columns) {
-      reduce_rows<argmax_accumulators<V, Arch>, L>(
-          bound_expr, plan, pool, [](const auto& acc, std::int64_t begin) { return acc.winner(begin); },
-          [](const auto& a, const auto& b) { return better(a, b); },
-          [&](std::int64_t p, const auto& total) { out.data()[p] = total.at; });
+      reduce_rows<argmax_accumulators<V, Arch>, L>(bound_expr, plan, pool, winner_of_block{}, better_candidate{},
+                                                   store_position{out.data()});
     } else if constexpr (!EveryAxis) {
       if constexpr (!std::is_same_v<Arch, kernels::scalar_arch>) {
         if (streams_argmax_columns(plan)) {
