@@ -1359,7 +1359,7 @@ tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
       return out;
     }
   }
-  if constexpr (!simd || !EveryAxis) kernels::dispatch<false>(run);
+  kernels::dispatch<false>(run);
   return out;
 }
 
