@@ -27,6 +27,29 @@ TEST_CASE("shape: rank, dimensions, element count, printing", "[shape]") {
   CHECK(shape{2, 3} != s);
 }
 
+TEST_CASE("shape: equality compares rank and every dimension; printing takes any size", "[shape]") {
+  // Shapes compare as whole arrays, the dimensions past the rank being 0: a trailing 0 still
+  // makes another shape, as does a leading 1.
+  CHECK(shape{2, 3} != shape{2, 3, 0});
+  CHECK(shape{2, 3, 0} == shape(std::vector<int>{2, 3, 0}));
+  CHECK(shape{3} != shape{1, 3});
+  CHECK(shape{} == shape());
+  CHECK(shape{} != shape{0});
+  CHECK(xlite::broadcast_shapes(shape{2, 1, 4}, shape{3, 1}, "add") == shape{2, 3, 4});
+  for (std::size_t axis = 0; axis < xlite::max_rank; ++axis) { // each dimension counts
+    std::vector<std::int64_t> dims(xlite::max_rank, 5);
+    const shape reference(dims);
+    dims[axis] = 6;
+    CHECK(shape(dims) != reference);
+  }
+  CHECK(shape{0}.to_string() == "(0,)");
+  CHECK(shape{10, 1, 0}.to_string() == "(10, 1, 0)");
+  CHECK(shape({(1LL << 62) + 3, 0}).to_string() == "(4611686018427387907, 0)");
+  CHECK(shape({0, INT64_MAX}).to_string() == "(0, 9223372036854775807)");
+  CHECK(shape({1, 1, 1, 1, 1, 1, 1, 1}).numel() == 1);
+  CHECK(shape({7, 11, 13}).numel() == 1001);
+}
+
 TEST_CASE("shape: invalid dimensions are shape_errors that say what is wrong", "[shape]") {
   CHECK_THROWS_WITH(shape({2, -1}), Contains("dimension 1 is negative (-1)"));
   CHECK_THROWS_WITH(shape({1, 1, 1, 1, 1, 1, 1, 1, 1}), Contains("rank 9 exceeds the maximum rank 8"));

@@ -36,7 +36,7 @@ public:
   // From any range of integers: std::vector<std::size_t>, an xtensor shape, a span...
   template <std::ranges::input_range Dims>
   requires std::integral<std::ranges::range_value_t<Dims>>
-  explicit shape(const Dims& dims) {
+  [[gnu::noinline]] explicit shape(const Dims& dims) {
     for (const auto dim : dims) {
       if (rank_ == max_rank) {
         throw shape_error(
@@ -59,37 +59,60 @@ public:
   constexpr auto begin() const noexcept { return dims().begin(); }
   constexpr auto end() const noexcept { return dims().end(); }
 
-  // The number of elements: the product of the dimensions (1 for rank 0).
-  // 0 as soon as one dimension is 0: (2^62, 2^62, 0) is a valid shape, and multiplying
-  // its dimensions in order would overflow before reaching the 0.
+  // The number of elements: the product of the dimensions (1 for rank 0), 0 as soon as one
+  // is 0. Unsigned, so that (2^62, 2^62, 0), a valid shape, wraps on the way to its 0 rather
+  // than overflowing; any other product fits, as checked when the shape was made. Over
+  // every slot, those past the rank counting 1: straight-line code, where a loop to the
+  // rank was unrolled and vectorized by g++ -O3 wherever an element count is taken.
   constexpr std::int64_t numel() const noexcept {
-    if (std::ranges::find(dims(), 0) != end()) return 0;
-    std::int64_t n = 1;
-    for (const auto dim : dims()) n *= dim;
-    return n;
+    std::uint64_t n = 1;
+    for (std::size_t axis = 0; axis < max_rank; ++axis) {
+      n *= axis < rank_ ? static_cast<std::uint64_t>(dims_[axis]) : 1;
+    }
+    return static_cast<std::int64_t>(n);
   }
 
+  // Whole arrays, without branches: the dimensions past the rank are 0 in every shape. A loop
+  // to the rank was unrolled by g++ -O3 into eight compares and branches wherever a shape is
+  // compared, as every evaluation does for each operand.
   friend constexpr bool operator==(const shape& a, const shape& b) noexcept {
-    if (a.rank_ != b.rank_) return false;
-    for (std::size_t axis = 0; axis < a.rank_; ++axis) { // a loop, not a memcmp call: shapes are short
-      if (a.dims_[axis] != b.dims_[axis]) return false;
+    std::uint64_t differ = a.rank_ ^ b.rank_;
+    for (std::size_t axis = 0; axis < max_rank; ++axis) {
+      differ |= static_cast<std::uint64_t>(a.dims_[axis] ^ b.dims_[axis]);
     }
-    return true;
+    return differ == 0;
   }
 
-  // "(2, 3)", "(4,)" for rank 1 and "()" for rank 0, as NumPy prints shapes.
-  std::string to_string() const {
-    std::string text = "(";
+  // "(2, 3)", "(4,)" for rank 1 and "()" for rank 0, as NumPy prints shapes. Digit by digit:
+  // std::to_string, or a stream, is several times the code, compiled in every file that can
+  // report a shape.
+  [[gnu::noinline]] std::string to_string() const {
+    char text[2 + max_rank * 21 + 1]; // "(", up to 19 digits and ", " per dimension, ",)"
+    std::size_t length = 0;
+    text[length++] = '(';
     for (std::size_t axis = 0; axis < rank_; ++axis) {
-      if (axis > 0) text += ", ";
-      text += std::to_string(dims_[axis]);
+      if (axis > 0) {
+        text[length++] = ',';
+        text[length++] = ' ';
+      }
+      const std::size_t first = length; // a dimension is not negative: its digits, last first
+      auto rest = static_cast<std::uint64_t>(dims_[axis]);
+      do {
+        text[length++] = static_cast<char>('0' + rest % 10);
+        rest /= 10;
+      } while (rest != 0);
+      std::reverse(text + first, text + length);
     }
-    return text + (rank_ == 1 ? ",)" : ")");
+    if (rank_ == 1) text[length++] = ',';
+    text[length++] = ')';
+    return std::string(text, length);
   }
 
   friend std::ostream& operator<<(std::ostream& out, const shape& s) { return out << s.to_string(); }
 
 private:
+  // Checks that the element count fits in int64. (2^62, 2^62, 0) is a valid shape, with 0
+  // elements: multiplying its dimensions in order would overflow before reaching the 0.
   void check_numel_fits() const {
     if (std::ranges::find(dims(), 0) != end()) return;
     std::int64_t n = 1;
@@ -100,13 +123,13 @@ private:
     }
   }
 
-  std::array<std::int64_t, max_rank> dims_{};
+  std::array<std::int64_t, max_rank> dims_{}; // 0 past the rank
   std::size_t rank_ = 0;
 };
 
 // NumPy broadcasting: shapes are aligned at their last dimension, and each pair of
 // dimensions must be equal or contain a 1. `op` names the operation in the error message.
-inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view op) {
+[[gnu::noinline]] inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view op) {
   if (a == b || b.rank() == 0) return a;
   if (a.rank() == 0) return b;
   const std::size_t rank = std::max(a.rank(), b.rank());
