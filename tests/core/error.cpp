@@ -1,9 +1,12 @@
 #include <xlite/core/error.hpp>
+#include <xlite/core/shape.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 TEST_CASE("every xlite exception is an xlite::error and a std::runtime_error", "[error]") {
@@ -22,4 +25,15 @@ TEST_CASE("detail::message and detail::concat concatenate anything printable", "
   const std::string name = "all_reduce";
   CHECK(xlite::detail::concat(name, '[', std::int64_t{-2}, "] ", 0.25f, ' ', true) == "all_reduce[-2] 0.25 1");
   CHECK(xlite::detail::concat() == "");
+}
+
+TEST_CASE("detail::message prints each part by its own type", "[error]") {
+  char buffer[16] = "in a buffer"; // a char array that is not a literal prints up to its end
+  const char* pointer = "by pointer";
+  const std::string_view view = std::string_view("a view, cut").substr(0, 6);
+  const xlite::shape s{2, 0};
+  CHECK(xlite::detail::message(buffer, ", ", pointer, ", ", view) == "in a buffer, by pointer, a view");
+  CHECK(xlite::detail::message(s, ' ', std::uint8_t{65}, ' ', std::numeric_limits<std::int64_t>::min(), ' ', 1.5) ==
+        "(2, 0) A -9223372036854775808 1.5");
+  CHECK(xlite::detail::message(std::string("a temporary"), std::size_t{7}) == "a temporary7");
 }

@@ -4,9 +4,13 @@
 // names the op (or variable, or file) and the operands that were wrong, in the user's terms.
 
 #include <exception>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace xlite {
@@ -54,28 +58,49 @@ public:
 
 namespace detail {
 
-// Anything printable, concatenated. Inlined into concat and message wherever they are
-// compiled, so that each is compiled as its attributes say.
-template <class... Parts>
-[[gnu::always_inline]] inline std::string stream_parts(Parts&&... parts) {
+// One part of a text built by concat or message: the part, and how to print it. Parts are
+// printed by one function compiled once per file (join_parts), not by a stream inlined into
+// every place that builds a message: g++ -O3 inlined message into its callers, so each of
+// them compiled a stream's construction, its prints, and their unwinding, in every file.
+struct text_part {
+  const void* value;
+  void (*print)(std::ostream& out, const void* value);
+};
+
+template <class T>
+void print_part(std::ostream& out, const void* value) {
+  out << *static_cast<const T*>(value);
+}
+inline void print_c_string(std::ostream& out, const void* value) { out << static_cast<const char*>(value); }
+
+// A part by reference: it lives until the end of the full expression that builds the text.
+// String literals of every length share one printer.
+template <class T>
+text_part part_of(const T& value) {
+  if constexpr (std::is_array_v<T> && std::is_same_v<std::remove_cv_t<std::remove_extent_t<T>>, char>) {
+    return {value, &print_c_string};
+  } else {
+    return {std::addressof(value), &print_part<T>};
+  }
+}
+
+[[gnu::noinline]] inline std::string join_parts(std::initializer_list<text_part> parts) {
   std::ostringstream out;
-  ((out << std::forward<Parts>(parts)), ...);
+  for (const text_part& part : parts) part.print(out, part.value);
   return std::move(out).str();
 }
 
 // A description or a name that code builds on its normal path (a collective's, a loader
-// state's line).
+// state's line): anything printable, concatenated.
 template <class... Parts>
-std::string concat(Parts&&... parts) {
-  return stream_parts(std::forward<Parts>(parts)...);
+std::string concat(const Parts&... parts) {
+  return join_parts({part_of(parts)...});
 }
 
 // The text of an exception, or of a failure being reported: on paths that only errors take.
-// Cold, so that GCC compiles it, with the stream code, for size and away from its callers'
-// code: 4% of the compile time of a file that evaluates E3.
 template <class... Parts>
-[[gnu::cold]] std::string message(Parts&&... parts) {
-  return stream_parts(std::forward<Parts>(parts)...);
+[[gnu::cold]] std::string message(const Parts&... parts) {
+  return join_parts({part_of(parts)...});
 }
 
 // The message of the exception being handled, for a catch (...) that reports it.
