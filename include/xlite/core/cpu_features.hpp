@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -46,12 +47,17 @@ constexpr std::string_view name(isa level) {
 
 inline std::ostream& operator<<(std::ostream& out, isa level) { return out << name(level); }
 
-// "portable", "avx2", "avx512", "avx512_bf16" or "amx"; anything else is a value_error
-// naming the choices.
-inline isa parse_isa(std::string_view text) {
+// The ISA named `text` ("portable", "avx2", "avx512", "avx512_bf16" or "amx"), if any.
+constexpr std::optional<isa> find_isa(std::string_view text) {
   for (const isa level : all_isas) {
     if (text == name(level)) return level;
   }
+  return std::nullopt;
+}
+
+// The ISA named `text`; any other text is a value_error naming the choices.
+inline isa parse_isa(std::string_view text) {
+  if (const std::optional<isa> level = find_isa(text)) return *level;
   throw value_error(detail::message("unknown ISA '", text, "' (choose portable, avx2, avx512, avx512_bf16 or amx)"));
 }
 
@@ -106,7 +112,7 @@ inline bool request_amx_permission() {
 #endif
 }
 
-inline cpu_features query_cpu_features() {
+[[gnu::cold, gnu::noinline]] inline cpu_features query_cpu_features() {
   cpu_features f;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return f;
@@ -151,15 +157,12 @@ inline cpu_features query_cpu_features() { return {}; }
 inline constexpr std::uint8_t max_isa_unset = 0xff;
 inline std::atomic<std::uint8_t> max_isa_setting{max_isa_unset};
 
-inline isa max_isa_from_environment() {
+[[gnu::cold, gnu::noinline]] inline isa max_isa_from_environment() {
   const auto text = env_string("XLITE_ISA");
   if (!text) return isa::amx;
-  try {
-    return parse_isa(*text);
-  } catch (const value_error&) {
-    throw config_error(detail::message("XLITE_ISA='", *text,
-                                       "' is not an ISA (choose portable, avx2, avx512, avx512_bf16 or amx)"));
-  }
+  if (const std::optional<isa> level = find_isa(*text)) return *level;
+  throw config_error(
+      detail::message("XLITE_ISA='", *text, "' is not an ISA (choose portable, avx2, avx512, avx512_bf16 or amx)"));
 }
 
 } // namespace detail

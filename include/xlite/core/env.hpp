@@ -22,7 +22,7 @@ inline std::optional<std::string> env_string(const char* name) {
 }
 
 // An integer environment variable in [min, max], or nullopt when unset or empty.
-inline std::optional<std::int64_t> env_integer(const char* name, std::int64_t min, std::int64_t max) {
+[[gnu::noinline]] inline std::optional<std::int64_t> env_integer(const char* name, std::int64_t min, std::int64_t max) {
   const auto text = env_string(name);
   if (!text) return std::nullopt;
   // strtoll rather than std::from_chars, whose parser every file that reads a setting

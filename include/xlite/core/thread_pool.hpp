@@ -307,7 +307,7 @@ private:
   }
 
   // How many chunks of `grain` make [0, count), checked.
-  static std::int64_t chunk_count(std::int64_t count, std::int64_t grain) {
+  [[gnu::noinline]] static std::int64_t chunk_count(std::int64_t count, std::int64_t grain) {
     if (grain < 1) throw value_error(detail::message("parallel_for: grain must be at least 1, got ", grain));
     if (count <= 0) return 0;
     const std::int64_t chunks = count / grain + (count % grain != 0);
