@@ -72,7 +72,7 @@ typename replaced<E, Leaf>::type replace_deferred(const E& e, const MakeLeaf& ma
   if constexpr (is_deferred_v<E>) {
     return make_leaf(e);
   } else if constexpr (requires { e.operands; }) {
-    return std::apply(
+    return unpack(
         [&](const auto&... o) {
           return typename replaced<E, Leaf>::type{{replace_deferred<Leaf>(o, make_leaf)...}, e.shape};
         },
@@ -116,7 +116,8 @@ const auto& only_deferred(const E& e) {
   } else if constexpr (requires { e.operand; }) {
     return only_deferred(e.operand);
   } else {
-    return std::apply([](const auto&... o) -> const auto& { return only_deferred_among(o...); }, e.operands);
+    return unpack(
+        [](const auto&... o) -> const auto& { return only_deferred_among(o...); }, e.operands);
   }
 }
 

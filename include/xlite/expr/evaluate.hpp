@@ -80,7 +80,7 @@ void for_each_memory_leaf(const E& e, F&& f) {
   if constexpr (is_memory_leaf_v<E>) {
     f(e.data, e.shape, sizeof(typename E::value_type));
   } else if constexpr (requires { e.operands; }) {
-    std::apply([&](const auto&... operand) { (for_each_memory_leaf(operand, f), ...); }, e.operands);
+    unpack([&](const auto&... operand) { (for_each_memory_leaf(operand, f), ...); }, e.operands);
   } else if constexpr (requires { e.operand; }) {
     for_each_memory_leaf(e.operand, f);
   }
@@ -301,7 +301,7 @@ template <class S, class E, class F>
 void for_each_occurrence(const E& e, F& f) {
   if constexpr (std::is_same_v<S, E>) f(e);
   if constexpr (requires { e.operands; }) {
-    std::apply([&](const auto&... o) { (for_each_occurrence<S>(o, f), ...); }, e.operands);
+    unpack([&](const auto&... o) { (for_each_occurrence<S>(o, f), ...); }, e.operands);
   } else if constexpr (requires { e.operand; }) {
     for_each_occurrence<S>(e.operand, f);
   }
@@ -436,22 +436,29 @@ struct bound<scalar<T>> {
   }
 };
 
-// What every inner node does: compute once per position if shared, else compute.
-template <class Self, class Arch, class L, bool Contiguous, class Context>
-auto eval_node(const Self& self, std::int64_t j, Context& context) {
-  using S = typename Self::expression_type;
-  using V = value_t<typename S::value_type, L, Arch>;
-  constexpr std::size_t k = Context::template index_of<S>();
-  if constexpr (k < std::tuple_size_v<decltype(context.values)>) {
-    if (context.shared[k]) {
-      if (!context.ready[k]) {
-        std::get<k>(context.values) = V(self.template compute<Arch, L, Contiguous>(j, context));
-        context.ready[k] = true;
+// The value of a bound subexpression at position j: a leaf's, or an inner node's computed
+// once per position if shared, else computed. One function for every kind of node, rather
+// than an eval of each that called it: fewer functions for g++ to compile per node, for each
+// way an expression is evaluated (arch, layout, context).
+template <class Arch, class L, bool Contiguous, class Bound, class Context>
+auto value_at(const Bound& b, std::int64_t j, Context& context) {
+  if constexpr (requires { typename Bound::expression_type; }) {
+    using S = typename Bound::expression_type;
+    using V = value_t<typename S::value_type, L, Arch>;
+    constexpr std::size_t k = Context::template index_of<S>();
+    if constexpr (k < std::tuple_size_v<decltype(context.values)>) {
+      if (context.shared[k]) {
+        if (!context.ready[k]) {
+          std::get<k>(context.values) = V(b.template compute<Arch, L, Contiguous>(j, context));
+          context.ready[k] = true;
+        }
+        return std::get<k>(context.values);
       }
-      return std::get<k>(context.values);
     }
+    return V(b.template compute<Arch, L, Contiguous>(j, context));
+  } else {
+    return b.template eval<Arch, L, Contiguous>(j, context);
   }
-  return V(self.template compute<Arch, L, Contiguous>(j, context));
 }
 
 template <op O, class T, class... Operands>
@@ -461,12 +468,7 @@ struct bound<node<O, T, Operands...>> {
 
   template <class F>
   void for_each_leaf(F& f) {
-    std::apply([&](auto&... o) { (o.for_each_leaf(f), ...); }, operands);
-  }
-
-  template <class Arch, class L, bool Contiguous, class Context>
-  auto eval(std::int64_t j, Context& context) const {
-    return eval_node<bound, Arch, L, Contiguous>(*this, j, context);
+    for_each_leaf_of(f, std::index_sequence_for<Operands...>{});
   }
 
   // Each op's value is rounded on its own, as the native kernels' step() does: an op whose
@@ -474,17 +476,24 @@ struct bound<node<O, T, Operands...>> {
   // loop, be fused into one fma with an addition that uses it, on FMA targets only.
   template <class Arch, class L, bool Contiguous, class Context>
   auto compute(std::int64_t j, Context& context) const {
-    return std::apply(
-        [&](const auto&... o) {
-          auto value = kernels::elementwise<O>{}(o.template eval<Arch, L, Contiguous>(j, context)...);
-          if constexpr (std::is_same_v<T, bool> && !std::is_same_v<Arch, kernels::scalar_arch>) {
-            return convert_mask<L>(value); // a comparison of non-L operands gives their mask type
-          } else {
-            kernels::detail::round_separately(value);
-            return value;
-          }
-        },
-        operands);
+    return compute_of<Arch, L, Contiguous>(j, context, std::index_sequence_for<Operands...>{});
+  }
+
+private:
+  template <class F, std::size_t... I>
+  void for_each_leaf_of(F& f, std::index_sequence<I...>) {
+    (std::get<I>(operands).for_each_leaf(f), ...);
+  }
+
+  template <class Arch, class L, bool Contiguous, class Context, std::size_t... I>
+  auto compute_of(std::int64_t j, Context& context, std::index_sequence<I...>) const {
+    auto value = kernels::elementwise<O>{}(value_at<Arch, L, Contiguous>(std::get<I>(operands), j, context)...);
+    if constexpr (std::is_same_v<T, bool> && !std::is_same_v<Arch, kernels::scalar_arch>) {
+      return convert_mask<L>(value); // a comparison of non-L operands gives their mask type
+    } else {
+      kernels::detail::round_separately(value);
+      return value;
+    }
   }
 };
 
@@ -510,17 +519,14 @@ struct bound<node<op::where, T, C, A, B>> {
 
   template <class F>
   void for_each_leaf(F& f) {
-    std::apply([&](auto&... o) { (o.for_each_leaf(f), ...); }, operands);
-  }
-
-  template <class Arch, class L, bool Contiguous, class Context>
-  auto eval(std::int64_t j, Context& context) const {
-    return eval_node<bound, Arch, L, Contiguous>(*this, j, context);
+    std::get<0>(operands).for_each_leaf(f);
+    std::get<1>(operands).for_each_leaf(f);
+    std::get<2>(operands).for_each_leaf(f);
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
   auto compute(std::int64_t j, Context& context) const {
-    const auto mask = std::get<0>(operands).template eval<Arch, L, Contiguous>(j, context);
+    const auto mask = value_at<Arch, L, Contiguous>(std::get<0>(operands), j, context);
     const auto if_true = branch<1, Arch, L, Contiguous>(true_branch_merged, j, context);
     const auto if_false = branch<2, Arch, L, Contiguous>(false_branch_merged, j, context);
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
@@ -539,9 +545,9 @@ private:
     const auto& operand = std::get<I>(operands);
     using V = value_t<T, L, Arch>;
     if constexpr (is_where_on_v<C, std::tuple_element_t<I, std::tuple<C, A, B>>>) {
-      if (merged) return V(std::get<I>(operand.operands).template eval<Arch, L, Contiguous>(j, context));
+      if (merged) return V(value_at<Arch, L, Contiguous>(std::get<I>(operand.operands), j, context));
     }
-    return V(operand.template eval<Arch, L, Contiguous>(j, context));
+    return V(value_at<Arch, L, Contiguous>(operand, j, context));
   }
 };
 
@@ -557,13 +563,8 @@ struct bound<cast_node<To, Operand>> {
   }
 
   template <class Arch, class L, bool Contiguous, class Context>
-  auto eval(std::int64_t j, Context& context) const {
-    return eval_node<bound, Arch, L, Contiguous>(*this, j, context);
-  }
-
-  template <class Arch, class L, bool Contiguous, class Context>
   auto compute(std::int64_t j, Context& context) const {
-    auto x = operand.template eval<Arch, L, Contiguous>(j, context);
+    auto x = value_at<Arch, L, Contiguous>(operand, j, context);
     if constexpr (!std::is_same_v<Arch, kernels::scalar_arch> && requires { context.valid; }) {
       // A row's end: the lanes past the row cast from zero, as the lazy runtime's padding
       // does (runtime/elementwise.hpp), and never from what no integer holds (1 / 0).
@@ -601,7 +602,7 @@ struct bound_root {
   template <class Arch, class L, bool Contiguous>
   auto get(std::int64_t j) const {
     sharing_context<Arch, L, repeated_t<E>> context{shared};
-    return tree.template eval<Arch, L, Contiguous>(j, context);
+    return value_at<Arch, L, Contiguous>(tree, j, context);
   }
 
   // get's batch at j when only its first `count` lanes are in the row (a row's end): memory
@@ -611,7 +612,7 @@ struct bound_root {
   template <class Arch, class L, bool Contiguous>
   auto get_first(std::int64_t j, std::size_t count) const {
     first_lanes_context<sharing_context<Arch, L, repeated_t<E>>> context{{shared}, count};
-    return tree.template eval<Arch, L, Contiguous>(j, context);
+    return value_at<Arch, L, Contiguous>(tree, j, context);
   }
 };
 
@@ -635,7 +636,7 @@ std::size_t merged_where_count(const E& e) {
     merged += is_nested_where_on(condition, if_true) + is_nested_where_on(condition, if_false);
   }
   if constexpr (requires { e.operands; }) {
-    std::apply([&](const auto&... o) { ((merged += merged_where_count(o)), ...); }, e.operands);
+    unpack([&](const auto&... o) { ((merged += merged_where_count(o)), ...); }, e.operands);
   } else if constexpr (requires { e.operand; }) {
     merged += merged_where_count(e.operand);
   }
@@ -655,7 +656,7 @@ bound<E> bind_tree(const E& e, const loop_plan<Leaves>& plan, std::size_t& leaf)
                     is_nested_where_on(condition, if_true),
                     is_nested_where_on(condition, if_false)};
   } else if constexpr (requires { e.operands; }) {
-    return std::apply([&](const auto&... o) { return bound<E>{{bind_tree(o, plan, leaf)...}}; }, e.operands);
+    return unpack([&](const auto&... o) { return bound<E>{{bind_tree(o, plan, leaf)...}}; }, e.operands);
   } else {
     return bound<E>{bind_tree(e.operand, plan, leaf)};
   }
@@ -980,7 +981,7 @@ bool overlaps_operand(const E& e, const T* out, std::int64_t count) {
     } else if constexpr (is_memory_leaf_v<S>) {
       check(sub.data, sub.shape, sizeof(typename S::value_type), true);
     } else if constexpr (requires { sub.operands; }) {
-      std::apply([&](const auto&... o) { (self(self, o), ...); }, sub.operands);
+      unpack([&](const auto&... o) { (self(self, o), ...); }, sub.operands);
     } else if constexpr (requires { sub.operand; }) {
       self(self, sub.operand);
     }
