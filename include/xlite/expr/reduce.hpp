@@ -503,31 +503,37 @@ template <class Acc, class L, class B, std::size_t Leaves, class OnTotal>
 // reduction_block) of its row. A local copy of the expression, which can live in registers,
 // is placed on the first task's row and moved from output to output by an addition per leaf
 // along the outputs' fastest dimension, reading the index only where that dimension wraps.
-// Each block is add_row on its piece of the row and nothing else: through
-// accumulate_block's walk_rows, each block after the first cost about 60 ns more than its loop
-// (one thread, Xeon under KVM; at 2^16 floats 1.05-1.08 of a hand loop's time, now
-// 1.03-1.06). Flattened, as accumulate_block.
+// One output (sum(x * y)) has no index: its row is where bind put it. Each block is add_row
+// on its piece of the row and nothing else: through accumulate_block's walk_rows, each block
+// after the first cost about 60 ns more than its loop (one thread, Xeon under KVM; at 2^16
+// floats 1.05-1.08 of a hand loop's time, now 1.03-1.06), and dividing out the one output's
+// index, 10-13 ns a call. Flattened, as accumulate_block.
 template <class Acc, class L, bool Contiguous, class B, std::size_t Leaves, class Part, class Finish>
 [[gnu::flatten]] void accumulate_row_blocks(const B& bound_expr, const reduction_plan<Leaves>& plan,
                                             std::int64_t blocks, std::int64_t first, std::int64_t last, Part* partial,
                                             Finish finish) {
-  const strides_t* const strides = plan.loop.leaf_strides.data();
-  const std::size_t inner_dim = plan.loop.rank - 1;
-  // The outputs' fastest dimension; without one there is one output, and no next one.
-  const bool has_outer = plan.outer_dims.first != plan.outer_dims.second;
-  const std::size_t output_dim = has_outer ? plan.outer_dims.second - 1 : 0;
-  std::array<std::int64_t, max_rank> index{};
-  unravel(plan.loop, plan.outer_dims, first / blocks, index);
   B row = bound_expr;
-  start_row(row, strides, index.data(), inner_dim);
-  std::int64_t block = first % blocks;
-  std::int64_t outputs_left_in_dim = has_outer ? plan.loop.dims[output_dim] - index[output_dim] : 1;
-  for (std::int64_t task = first; task < last; ++task) {
+  const auto add_block = [&](std::int64_t task, std::int64_t block) {
     const std::int64_t begin = block * reduction_block;
     Acc acc;
     acc.template add_row<L, Contiguous>(row, begin, std::min(plan.reduced, begin + reduction_block), 0);
     partial[task] = finish(acc, begin);
-    if (++block < blocks || !has_outer) continue;
+  };
+  if (plan.outer_dims.first == plan.outer_dims.second) { // one output: task t is its block t
+    for (std::int64_t task = first; task < last; ++task) add_block(task, task);
+    return;
+  }
+  const strides_t* const strides = plan.loop.leaf_strides.data();
+  const std::size_t inner_dim = plan.loop.rank - 1;
+  const std::size_t output_dim = plan.outer_dims.second - 1; // the outputs' fastest dimension
+  std::array<std::int64_t, max_rank> index{};
+  unravel(plan.loop, plan.outer_dims, first / blocks, index);
+  start_row(row, strides, index.data(), inner_dim);
+  std::int64_t block = first % blocks;
+  std::int64_t outputs_left_in_dim = plan.loop.dims[output_dim] - index[output_dim];
+  for (std::int64_t task = first; task < last; ++task) {
+    add_block(task, block);
+    if (++block < blocks) continue;
     block = 0;
     if (--outputs_left_in_dim > 0) {
       step_row(row, strides, output_dim);
