@@ -13,7 +13,6 @@
 // type, with a cast where PyTorch's promotion would pick another. Host tensors cannot be
 // leaves (make them lazy with lazy::tensor::from), nor can deferred ones (matmul).
 
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -63,7 +62,7 @@ const xlite::device* device_of(const E& e) {
   if constexpr (expr::is_external_leaf_v<E>) {
     return &e.device;
   } else if constexpr (is_expression_node_v<E>) {
-    return std::apply(
+    return expr::unpack(
         [](const auto&... operands) {
           const xlite::device* found = nullptr;
           ((found = found != nullptr ? found : device_of(operands)), ...);
@@ -96,7 +95,7 @@ ir::node_ptr trace_expression(const E& e, const xlite::device& d) {
   } else if constexpr (is_cast_node_v<E>) {
     return ir::cast(trace_expression(e.operand, d), type);
   } else if constexpr (is_expression_node_v<E>) {
-    ir::node_ptr n = std::apply(
+    ir::node_ptr n = expr::unpack(
         [&](const auto&... operands) { return ir::elementwise(E::kind, {trace_expression(operands, d)...}); },
         e.operands);
     return n->type() == type ? n : ir::cast(std::move(n), type);
