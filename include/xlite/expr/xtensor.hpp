@@ -7,9 +7,10 @@
 //   xlite::assign(xt_array, a * x + b)       one fused pass into an xtensor container
 //   std::cout << t                           xtensor's printer
 //
-// Only contiguous row-major containers take part (xarray, xtensor, their adaptors): the
-// fused loop reads memory directly. For a view or a column-major container, copy it into
-// an xt::xarray (or an xlite::tensor) first.
+// Only contiguous row-major containers take part (xarray, xtensor, their adaptors, and views
+// that are contiguous, as a row of a matrix: xt::view(m, 1)): the fused loop reads memory
+// directly. For a strided view or a column-major container, copy it into an xt::xarray (or
+// an xlite::tensor) first.
 
 #include <algorithm>
 #include <cstddef>
@@ -32,21 +33,26 @@ namespace xlite {
 
 namespace expr {
 
-// xtensor containers that own or adapt contiguous memory.
+// xtensor containers and views over memory.
 template <class C>
 concept xtensor_container = requires(C& c) {
   c.data();
+  c.data_offset();
   c.shape();
   c.layout();
   typename std::remove_cvref_t<C>::value_type;
 };
 
-template <class C>
-void check_row_major(const C& c, const char* function) {
+// c's first element, after checking that its elements are contiguous in row-major order
+// (xtensor's row_major layout: strides that match the shape's, for a view too). A view's
+// data() is its underlying container's, and its elements start data_offset() further on.
+template <xtensor_container C>
+auto* row_major_data(C& c, const char* function) {
   if (c.layout() != xt::layout_type::row_major) {
-    throw value_error(detail::message(function, ": the xtensor container is not row-major (shape ",
+    throw value_error(detail::message(function, ": the xtensor container is not contiguous in row-major order (shape ",
                                       xlite::shape(c.shape()), "); copy it into an xt::xarray first"));
   }
+  return c.data() + c.data_offset();
 }
 
 } // namespace expr
@@ -55,9 +61,8 @@ void check_row_major(const C& c, const char* function) {
 // the container alive while the expression lives, as for a tensor.
 template <expr::xtensor_container C>
 auto adapt(const C& c) {
-  expr::check_row_major(c, "adapt");
   using T = typename C::value_type;
-  return expr::tensor_ref<T>{c.data(), expr::shape_ref(xlite::shape(c.shape()))};
+  return expr::tensor_ref<T>{expr::row_major_data(c, "adapt"), expr::shape_ref(xlite::shape(c.shape()))};
 }
 
 // An xtensor view (an xarray_adaptor) of a tensor's memory; changes go both ways.
@@ -72,22 +77,33 @@ auto as_xtensor(const tensor<T>& t) {
   return xt::adapt(t.data(), static_cast<std::size_t>(t.size()), xt::no_ownership(), dims);
 }
 
-// Evaluates e into an xtensor container in one fused pass, resizing it to e's shape.
+// Evaluates e into an xtensor container in one fused pass, resizing it to e's shape; a view,
+// which cannot be resized, must have e's shape (else a shape_error).
 template <expr::xtensor_container C, expr::expression E>
 void assign(C& dst, const E& e) {
   using T = typename C::value_type;
-  expr::check_row_major(dst, "assign");
+  const T* const current = expr::row_major_data(dst, "assign");
   const std::vector<std::size_t> dims(expr::shape_of(e).begin(), expr::shape_of(e).end());
-  const bool resize = !std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end());
+  const bool reshape = !std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end());
+  constexpr bool resizable = requires { dst.resize(dims); };
+  if (reshape && !resizable) {
+    throw shape_error(detail::message("assign: an expression of shape ", expr::shape_of(e),
+                                      " into an xtensor view of shape ", xlite::shape(dst.shape())));
+  }
+  const auto resize = [&] {
+    if constexpr (resizable) {
+      if (reshape) dst.resize(dims);
+    }
+  };
   // Whether e reads dst's memory, as it is now: resizing may free it.
   const auto current_size = static_cast<std::int64_t>(dst.size());
-  if (expr::overlaps_operand(e, dst.data(), resize ? current_size : expr::shape_of(e).numel())) {
+  if (expr::overlaps_operand(e, current, reshape ? current_size : expr::shape_of(e).numel())) {
     const tensor<T> temporary = e;
-    if (resize) dst.resize(dims);
-    std::copy(temporary.begin(), temporary.end(), dst.data());
+    resize();
+    std::copy(temporary.begin(), temporary.end(), expr::row_major_data(dst, "assign"));
   } else {
-    if (resize) dst.resize(dims);
-    expr::evaluate_expression(dst.data(), e);
+    resize();
+    expr::evaluate_expression(expr::row_major_data(dst, "assign"), e);
   }
 }
 
