@@ -7,6 +7,8 @@
 // is computed on tensors here.
 
 #include <array>
+#include <bit>
+#include <cstdint>
 #include <span>
 #include <tuple>
 #include <type_traits>
@@ -91,6 +93,22 @@ constexpr bool is_constant_equal(double v) {
     return static_cast<double>(E::value) == v;
   } else {
     return false;
+  }
+}
+
+// Whether E is a constant c with x + c == x (Subtracted: x - c == x) for every x of type T,
+// signed zeros included: 0 for integers; for floating point only -0.0 (x - c: +0.0), as
+// -0.0 + +0.0 is +0.0.
+template <class E, class T, bool Subtracted>
+constexpr bool adds_nothing() {
+  if constexpr (!is_constant_v<E>) {
+    return false;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    const auto c = static_cast<double>(E::value);
+    const bool negative = std::bit_cast<std::uint64_t>(c) >> 63 != 0;
+    return c == 0 && negative != Subtracted;
+  } else {
+    return static_cast<double>(E::value) == 0;
   }
 }
 
@@ -188,29 +206,32 @@ auto make_where(C&& condition, A&& a, B&& b) {
       {std::forward<C>(condition), adopt<T>(std::forward<A>(a)), adopt<T>(std::forward<B>(b))}, std::move(s)};
 }
 
-// x * 1, x / 1, x - 0 (and x + 0 for integers) are x. x + 0 is not x for floating point:
-// -0.0 + 0 is +0.0. No rule drops an operand that could be NaN or Inf (x * 0 stays).
+// x * 1, x / 1, x - 0 and x + 0 are x, where IEEE gives x for every x: for floating point,
+// x - (+0.0) and x + (-0.0) only (-0.0 + +0.0 is +0.0). No rule drops an operand that could
+// be NaN or Inf (x * 0 stays). A rule applies only where the node would have the element
+// type of the operand it leaves, after the node's own checks: i / 1 of integers and b * 1 of
+// bools stay the errors that i / 2 and b * 2 are.
 template <op O, class A, class B>
 auto binary(A&& a, B&& b) {
   decltype(auto) x = operand_of(std::forward<A>(a));
   decltype(auto) y = operand_of(std::forward<B>(b));
   using X = std::remove_cvref_t<decltype(x)>;
   using Y = std::remove_cvref_t<decltype(y)>;
-  constexpr bool x_is_tensor = !is_scalar_leaf_v<X>;
-  constexpr bool y_is_tensor = !is_scalar_leaf_v<Y>;
-  if constexpr (O == op::mul && x_is_tensor && is_constant_equal<Y>(1)) {
+  using N = decltype(make_node<O>(std::forward<decltype(x)>(x), std::forward<decltype(y)>(y)));
+  using T = typename N::value_type;
+  constexpr bool x_stays = !is_scalar_leaf_v<X> && std::is_same_v<typename X::value_type, T>;
+  constexpr bool y_stays = !is_scalar_leaf_v<Y> && std::is_same_v<typename Y::value_type, T>;
+  if constexpr (O == op::mul && x_stays && is_constant_equal<Y>(1)) {
     return x;
-  } else if constexpr (O == op::mul && y_is_tensor && is_constant_equal<X>(1)) {
+  } else if constexpr (O == op::mul && y_stays && is_constant_equal<X>(1)) {
     return y;
-  } else if constexpr (O == op::div && x_is_tensor && is_constant_equal<Y>(1)) {
+  } else if constexpr (O == op::div && x_stays && is_constant_equal<Y>(1)) {
     return x;
-  } else if constexpr (O == op::sub && x_is_tensor && is_constant_equal<Y>(0)) {
+  } else if constexpr (O == op::sub && x_stays && adds_nothing<Y, T, true>()) {
     return x;
-  } else if constexpr (O == op::add && x_is_tensor && is_constant_equal<Y>(0) &&
-                       !std::is_floating_point_v<typename X::value_type>) {
+  } else if constexpr (O == op::add && x_stays && adds_nothing<Y, T, false>()) {
     return x;
-  } else if constexpr (O == op::add && y_is_tensor && is_constant_equal<X>(0) &&
-                       !std::is_floating_point_v<typename Y::value_type>) {
+  } else if constexpr (O == op::add && y_stays && adds_nothing<X, T, false>()) {
     return y;
   } else {
     return make_node<O>(std::forward<decltype(x)>(x), std::forward<decltype(y)>(y));
