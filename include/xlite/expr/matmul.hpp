@@ -306,9 +306,15 @@ auto matmul(A&& a, B&& b) {
   static_cast<void>(sizeof(expr::checks::matmul_operands_must_match<In, typename R::value_type>));
   using Result = std::conditional_t<std::is_void_v<Out>, In, Out>;
   static_cast<void>(sizeof(expr::checks::matmul_types<In, Result>));
-  auto [geometry, shape] =
-      expr::plan_matmul(expr::stored_shape(lhs), expr::is_transposed_v<L>, expr::stored_shape(rhs), expr::is_transposed_v<R>);
-  return expr::matmul_node<Result, L, R>{std::move(lhs), std::move(rhs), std::move(geometry), std::move(shape)};
+  if constexpr (!std::is_same_v<In, typename R::value_type>) {
+    // The check above has failed, and the program with it: a stand-in result keeps its
+    // sentence the only error (the GEMM over mixed operands added two more).
+    return tensor<Result>(xlite::shape{});
+  } else {
+    auto [geometry, shape] = expr::plan_matmul(expr::stored_shape(lhs), expr::is_transposed_v<L>,
+                                               expr::stored_shape(rhs), expr::is_transposed_v<R>);
+    return expr::matmul_node<Result, L, R>{std::move(lhs), std::move(rhs), std::move(geometry), std::move(shape)};
+  }
 }
 
 } // namespace xlite
