@@ -135,6 +135,12 @@ TEST_CASE("constant folding: scalar-only subexpressions are computed when the ex
   static_assert(same_type<decltype(e), decltype(a * xlite::scalar(1.0f))>);
   CHECK(std::get<1>(e.operands).value == 1.0f);
   CHECK(xlite::expr::signature<decltype(e)>() == "mul(tensor<float32>,scalar<float32>)");
+  // A cast of a scalar is the converted scalar.
+  const auto half = xlite::cast<float>(xlite::scalar(0.5));
+  static_assert(same_type<decltype(half), xlite::expr::scalar<float>>);
+  CHECK(half.value == 0.5f);
+  static_assert(same_type<decltype(xlite::cast<double>(c<3>)), xlite::expr::scalar<double>>);
+  CHECK(xlite::cast<bool>(c<2>).value);
 }
 
 TEST_CASE("common subexpressions: a repeated term over the same leaves is computed once", "[graph][cse]") {

@@ -349,7 +349,8 @@ XLITE_NAMED_FUNCTION(ceil, ceil)
 XLITE_NAMED_FUNCTION(round, round)
 #undef XLITE_NAMED_FUNCTION
 
-// cast<To>(x): element-wise conversion, as static_cast. A cast to x's own type is x.
+// cast<To>(x): element-wise conversion, as static_cast. A cast to x's own type is x; of a
+// scalar, the converted scalar (constant folding, as make_node's).
 template <class To, class A>
 requires expr::builds_expression<A>
 auto cast(A&& a) {
@@ -358,6 +359,8 @@ auto cast(A&& a) {
   using X = decltype(x);
   if constexpr (std::is_same_v<typename X::value_type, To>) {
     return x;
+  } else if constexpr (expr::is_scalar_leaf_v<X>) {
+    return expr::scalar<To>{static_cast<To>(expr::scalar_value(x))};
   } else {
     expr::shape_ref s = expr::carried_shape(x);
     return expr::cast_node<To, X>{std::move(x), std::move(s)};
