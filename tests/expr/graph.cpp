@@ -95,20 +95,23 @@ TEST_CASE("simplification: x - 0 and x + 0 are x where IEEE says so for every x,
   static_assert(same_type<decltype(i + c<0>), xlite::expr::tensor_ref<std::int32_t>>);
   static_assert(same_type<decltype(c<0> + i), xlite::expr::tensor_ref<std::int32_t>>);
   static_assert(same_type<decltype(i - c<0>), xlite::expr::tensor_ref<std::int32_t>>);
-  // Floating point: x + (-0.0) and x - (+0.0) are x; x + (+0.0) and x - (-0.0) are not, as
-  // -0.0 + +0.0 is +0.0.
+  static_assert(!same_type<decltype(a + c<0>), xlite::expr::tensor_ref<float>>);
+  const tensor<float> minus_zero{-0.0f};
+  const tensor<float> kept = minus_zero + c<0>;
+  CHECK_FALSE(std::signbit(kept(0))); // computed, as IEEE says: +0.0
+  const tensor<float> simplified = minus_zero - c<0>;
+  CHECK(std::signbit(simplified(0)));
+#if __cpp_nontype_template_args >= 201911L // floating-point constants (not clang 14)
+  // x + (-0.0) is x; x - (-0.0) and x + (+0.0) are not, as -0.0 + +0.0 is +0.0.
   static_assert(same_type<decltype(a + c<-0.0f>), xlite::expr::tensor_ref<float>>);
   static_assert(same_type<decltype(c<-0.0f> + a), xlite::expr::tensor_ref<float>>);
-  static_assert(!same_type<decltype(a + c<0>), xlite::expr::tensor_ref<float>>);
   static_assert(!same_type<decltype(c<0.0f> + a), xlite::expr::tensor_ref<float>>);
   static_assert(!same_type<decltype(a - c<-0.0f>), xlite::expr::tensor_ref<float>>);
-  const tensor<float> minus_zero{-0.0f};
-  for (const tensor<float>& kept : {tensor<float>(minus_zero + c<0>), tensor<float>(minus_zero - c<-0.0f>)}) {
-    CHECK_FALSE(std::signbit(kept(0))); // computed, as IEEE says: +0.0
-  }
-  for (const tensor<float>& simplified : {tensor<float>(minus_zero - c<0>), tensor<float>(minus_zero + c<-0.0f>)}) {
-    CHECK(std::signbit(simplified(0)));
-  }
+  const tensor<float> computed = minus_zero - c<-0.0f>;
+  CHECK_FALSE(std::signbit(computed(0)));
+  const tensor<float> dropped = minus_zero + c<-0.0f>;
+  CHECK(std::signbit(dropped(0)));
+#endif
 }
 
 TEST_CASE("simplification: x * 0 is not 0 for floating point", "[graph][simplify]") {

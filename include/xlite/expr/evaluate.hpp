@@ -5,7 +5,7 @@
 // 1. Plan the loop (plan_broadcast): the output shape, each memory leaf's broadcast strides
 //    against it, and adjacent dimensions merged wherever every leaf allows, so that
 //    broadcasts keep the longest inner rows. Same-shape operands are one flat run, which
-//    needs no plan (bind_flat).
+//    the SIMD path binds and runs without a plan (bind_flat).
 // 2. Bind (bound<E>): a mirror of the expression tree holding, per leaf, where its current
 //    row starts; per node, the kernel functor of its op (kernels/elementwise.hpp).
 // 3. Run (evaluate_into): chunks of the flat output range on the thread pool; in each row,

@@ -118,6 +118,22 @@ constexpr bool adds_nothing() {
   }
 }
 
+// Whether op O on an expression E and a constant C makes a valid node of E's element type,
+// so that a rule may give back E: its type a number (not bool, not bfloat16) that the
+// constant does not promote (c<1.0> on integers does), and floating point for a division.
+// Where not, the node is built, and its check says what is wrong (i / c<1> as i / c<2>).
+template <op O, class E, class C>
+constexpr bool rule_keeps_type() {
+  if constexpr (is_scalar_leaf_v<E> || !is_constant_v<C>) {
+    return false;
+  } else {
+    using T = typename E::value_type;
+    return !std::is_same_v<T, bool> && dtype_of_v<T> != dtype::bf16 &&
+           promote_with_scalar(dtype_of_v<T>, scalar_category_v<typename C::value_type>) == dtype_of_v<T> &&
+           (O != op::div || std::is_floating_point_v<T>);
+  }
+}
+
 template <class E>
 auto scalar_value(const E& e) {
   if constexpr (is_constant_v<E>) {
@@ -214,31 +230,29 @@ auto make_where(C&& condition, A&& a, B&& b) {
 
 // x * 1, x / 1, x - 0 and x + 0 are x, where IEEE gives x for every x: for floating point,
 // x - (+0.0) and x + (-0.0) only (-0.0 + +0.0 is +0.0). No rule drops an operand that could
-// be NaN or Inf (x * 0 stays). A rule applies only where the node would have the element
-// type of the operand it leaves, after the node's own checks: i / 1 of integers and b * 1 of
-// bools stay the errors that i / 2 and b * 2 are.
+// be NaN or Inf (x * 0 stays), nor turns an error into a program (rule_keeps_type).
 template <op O, class A, class B>
 auto binary(A&& a, B&& b) {
   decltype(auto) x = operand_of(std::forward<A>(a));
   decltype(auto) y = operand_of(std::forward<B>(b));
   using X = std::remove_cvref_t<decltype(x)>;
   using Y = std::remove_cvref_t<decltype(y)>;
-  using N = decltype(make_node<O>(std::forward<decltype(x)>(x), std::forward<decltype(y)>(y)));
-  using T = typename N::value_type;
-  constexpr bool x_stays = !is_scalar_leaf_v<X> && std::is_same_v<typename X::value_type, T>;
-  constexpr bool y_stays = !is_scalar_leaf_v<Y> && std::is_same_v<typename Y::value_type, T>;
-  if constexpr (O == op::mul && x_stays && is_constant_equal<Y>(1)) {
-    return x;
-  } else if constexpr (O == op::mul && y_stays && is_constant_equal<X>(1)) {
-    return y;
-  } else if constexpr (O == op::div && x_stays && is_constant_equal<Y>(1)) {
-    return x;
-  } else if constexpr (O == op::sub && x_stays && adds_nothing<Y, T, true>()) {
-    return x;
-  } else if constexpr (O == op::add && x_stays && adds_nothing<Y, T, false>()) {
-    return x;
-  } else if constexpr (O == op::add && y_stays && adds_nothing<X, T, false>()) {
-    return y;
+  if constexpr (rule_keeps_type<O, X, Y>()) {
+    using T = typename X::value_type;
+    if constexpr ((O == op::mul || O == op::div) && is_constant_equal<Y>(1)) {
+      return x;
+    } else if constexpr ((O == op::add || O == op::sub) && adds_nothing<Y, T, O == op::sub>()) {
+      return x;
+    } else {
+      return make_node<O>(std::forward<decltype(x)>(x), std::forward<decltype(y)>(y));
+    }
+  } else if constexpr (rule_keeps_type<O, Y, X>() && O != op::div && O != op::sub) {
+    using T = typename Y::value_type;
+    if constexpr ((O == op::mul && is_constant_equal<X>(1)) || (O == op::add && adds_nothing<X, T, false>())) {
+      return y;
+    } else {
+      return make_node<O>(std::forward<decltype(x)>(x), std::forward<decltype(y)>(y));
+    }
   } else {
     return make_node<O>(std::forward<decltype(x)>(x), std::forward<decltype(y)>(y));
   }
@@ -359,7 +373,7 @@ auto cast(A&& a) {
   using X = decltype(x);
   if constexpr (std::is_same_v<typename X::value_type, To>) {
     return x;
-  } else if constexpr (expr::is_scalar_leaf_v<X>) {
+  } else if constexpr (expr::is_scalar_leaf_v<X> && std::is_arithmetic_v<To>) {
     return expr::scalar<To>{static_cast<To>(expr::scalar_value(x))};
   } else {
     expr::shape_ref s = expr::carried_shape(x);

@@ -306,8 +306,11 @@ auto matmul(A&& a, B&& b) {
   static_cast<void>(sizeof(expr::checks::matmul_operands_must_match<In, typename R::value_type>));
   using Result = std::conditional_t<std::is_void_v<Out>, In, Out>;
   static_cast<void>(sizeof(expr::checks::matmul_types<In, Result>));
-  if constexpr (!std::is_same_v<In, typename R::value_type>) {
-    // The check above has failed, and the program with it: a stand-in result keeps its
+  constexpr bool multipliable = std::is_same_v<In, typename R::value_type> &&
+                                (std::is_same_v<In, float> || std::is_same_v<In, bfloat16>)&&(
+                                    std::is_same_v<Result, float> || std::is_same_v<Result, bfloat16>);
+  if constexpr (!multipliable) {
+    // A check above has failed, and the program with it: a stand-in result keeps its
     // sentence the only error (the GEMM over mixed operands added two more).
     return tensor<Result>(xlite::shape{});
   } else {

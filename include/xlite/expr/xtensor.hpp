@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -77,22 +78,35 @@ auto as_xtensor(const tensor<T>& t) {
   return xt::adapt(t.data(), static_cast<std::size_t>(t.size()), xt::no_ownership(), dims);
 }
 
-// Evaluates e into an xtensor container in one fused pass, resizing it to e's shape; a view,
-// which cannot be resized, must have e's shape (else a shape_error).
+// Evaluates e into an xtensor container in one fused pass, resizing it to e's shape. What
+// cannot take e's shape is a shape_error, before anything is written: a view (no resize), a
+// container of another fixed rank (xt::xtensor<T, N>), one of a fixed shape
+// (xt::xtensor_fixed, whose resize does nothing).
 template <expr::xtensor_container C, expr::expression E>
 void assign(C& dst, const E& e) {
   using T = typename C::value_type;
   const T* const current = expr::row_major_data(dst, "assign");
   const std::vector<std::size_t> dims(expr::shape_of(e).begin(), expr::shape_of(e).end());
-  const bool reshape = !std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end());
+  const auto has_e_shape = [&] { return std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end()); };
+  const auto cannot_hold = [&] {
+    return shape_error(detail::message("assign: an expression of shape ", expr::shape_of(e),
+                                       " into an xtensor container or view of shape ", xlite::shape(dst.shape())));
+  };
   constexpr bool resizable = requires { dst.resize(dims); };
-  if (reshape && !resizable) {
-    throw shape_error(detail::message("assign: an expression of shape ", expr::shape_of(e),
-                                      " into an xtensor view of shape ", xlite::shape(dst.shape())));
+  constexpr bool fixed_rank = requires { std::tuple_size<typename C::shape_type>::value; };
+  const bool reshape = !has_e_shape();
+  if (reshape) {
+    if constexpr (!resizable) {
+      throw cannot_hold();
+    } else if constexpr (fixed_rank) {
+      if (dims.size() != std::tuple_size_v<typename C::shape_type>) throw cannot_hold();
+    }
   }
   const auto resize = [&] {
     if constexpr (resizable) {
-      if (reshape) dst.resize(dims);
+      if (!reshape) return;
+      dst.resize(dims);
+      if (!has_e_shape()) throw cannot_hold();
     }
   };
   // Whether e reads dst's memory, as it is now: resizing may free it.
