@@ -269,13 +269,14 @@ struct matmul_operands_must_match {
                 "xlite: matmul's operands have different element types (A and B below); xlite does not convert "
                 "implicitly: write xlite::cast<A>(b) or xlite::cast<B>(a)");
 };
+// The element types the GEMM multiplies and produces.
+template <class T>
+inline constexpr bool gemm_element_v = std::is_same_v<T, float> || std::is_same_v<T, bfloat16>;
 template <class In, class Out>
 struct matmul_types {
-  static_assert(std::is_same_v<In, float> || std::is_same_v<In, bfloat16>,
-                "xlite: matmul multiplies float or bfloat16 operands (In below): cast the operands, e.g. "
-                "xlite::cast<float>(x)");
-  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, bfloat16>,
-                "xlite: matmul's result is float or bfloat16 (Out below)");
+  static_assert(gemm_element_v<In>, "xlite: matmul multiplies float or bfloat16 operands (In below): cast the "
+                                    "operands, e.g. xlite::cast<float>(x)");
+  static_assert(gemm_element_v<Out>, "xlite: matmul's result is float or bfloat16 (Out below)");
 };
 } // namespace checks
 
@@ -306,10 +307,8 @@ auto matmul(A&& a, B&& b) {
   static_cast<void>(sizeof(expr::checks::matmul_operands_must_match<In, typename R::value_type>));
   using Result = std::conditional_t<std::is_void_v<Out>, In, Out>;
   static_cast<void>(sizeof(expr::checks::matmul_types<In, Result>));
-  constexpr bool multipliable = std::is_same_v<In, typename R::value_type> &&
-                                (std::is_same_v<In, float> || std::is_same_v<In, bfloat16>)&&(
-                                    std::is_same_v<Result, float> || std::is_same_v<Result, bfloat16>);
-  if constexpr (!multipliable) {
+  if constexpr (!std::is_same_v<In, typename R::value_type> || !expr::checks::gemm_element_v<In> ||
+                !expr::checks::gemm_element_v<Result>) {
     // A check above has failed, and the program with it: a stand-in result keeps its
     // sentence the only error (the GEMM over mixed operands added two more).
     return tensor<Result>(xlite::shape{});
