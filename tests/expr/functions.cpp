@@ -121,8 +121,12 @@ TEST_CASE("functions: a broadcast mismatch is a shape_error naming the op and bo
   CHECK_THROWS_WITH(xlite::less(a, b), Contains("less: shapes (2, 3) and (2,)"));
   CHECK_THROWS_WITH(xlite::pow(a, b), Contains("pow: shapes (2, 3) and (2,)"));
   CHECK_THROWS_WITH(xlite::min(a, b), Contains("minimum: shapes (2, 3) and (2,)"));
-  // Three operands: the first two broadcast to (4, 2, 3), which the third does not fit.
-  CHECK_THROWS_WITH(xlite::fma(a, c, b), Contains("fma: shapes (4, 2, 3) and (2,)"));
+  // Three operands: all are named, and the two that disagree (the first two broadcast to
+  // (4, 2, 3), a shape none of them has).
+  CHECK_THROWS_WITH(xlite::fma(a, c, b),
+                    Contains("fma: shapes (2, 3), (4, 1, 3) and (2,) cannot be broadcast together: "
+                             "dimension -1 is 3 in (2, 3) and 2 in (2,)"));
+  CHECK_THROWS_WITH(xlite::where(m, a, a), Contains("where: shapes (5,), (2, 3) and (2, 3)"));
   CHECK_THROWS_WITH(xlite::clamp(a, 0.0f, b), Contains("clamp: shapes (2, 3) and (2,)"));
   CHECK_THROWS_WITH(xlite::where(m, a, 1.0f), Contains("where: shapes (5,) and (2, 3)"));
   // Deep in an expression: the innermost op that fails is named.
