@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <random>
 #include <vector>
 
@@ -110,10 +111,45 @@ TEST_CASE("broadcast_shapes agrees with NumPy's rule on random shapes", "[shape]
   CHECK(incompatible > 1000);
 }
 
+TEST_CASE("broadcast_shapes of three shapes is NumPy's rule applied twice", "[shape][property]") {
+  std::mt19937 rng(20261201);
+  std::uniform_int_distribution<int> rank_of(0, 4);
+  std::uniform_int_distribution<int> dim_of(0, 3);
+  int compatible = 0;
+  int incompatible = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::vector<std::int64_t> a(rank_of(rng)), b(rank_of(rng)), c(rank_of(rng));
+    for (auto* v : {&a, &b, &c}) {
+      for (auto& d : *v) d = dim_of(rng);
+    }
+    bool first_ok = false, second_ok = false;
+    const auto expected = reference_broadcast(reference_broadcast(a, b, first_ok), c, second_ok);
+    const shape sa(a), sb(b), sc(c);
+    const std::array<const shape*, 3> shapes{&sa, &sb, &sc};
+    INFO(sa << ", " << sb << " and " << sc);
+    if (first_ok && second_ok) {
+      ++compatible;
+      CHECK(xlite::broadcast_shapes(shapes, "where") == shape(expected));
+    } else {
+      ++incompatible;
+      CHECK_THROWS_AS(xlite::broadcast_shapes(shapes, "where"), xlite::shape_error);
+    }
+  }
+  CHECK(compatible > 1000);
+  CHECK(incompatible > 1000);
+}
+
 TEST_CASE("broadcast_shapes: the error names the op, both shapes and the dimension", "[shape]") {
   CHECK_THROWS_WITH(xlite::broadcast_shapes(shape{2, 3}, shape{4}, "mul"),
                     Contains("mul: shapes (2, 3) and (4,) cannot be broadcast together") &&
-                        Contains("dimension -1 is 3 in the first and 4 in the second"));
+                        Contains("dimension -1 is 3 in (2, 3) and 4 in (4,)"));
+  // Of three shapes, the error names all and the two that disagree: the first dimension 5
+  // is in the second shape, though the first two broadcast to (4, 5).
+  const std::array<shape, 3> three{shape{4, 1}, shape{5}, shape{2, 1, 6}};
+  const std::array<const shape*, 3> pointers{&three[0], &three[1], &three[2]};
+  CHECK_THROWS_WITH(xlite::broadcast_shapes(pointers, "where"),
+                    Contains("where: shapes (4, 1), (5,) and (2, 1, 6) cannot be broadcast together: "
+                             "dimension -1 is 5 in (5,) and 6 in (2, 1, 6)"));
   CHECK(xlite::broadcast_shapes(shape{}, shape{3, 1}, "add") == shape{3, 1});
   CHECK(xlite::broadcast_shapes(shape{0}, shape{1}, "add") == shape{0});
   CHECK(xlite::broadcast_shapes(shape{8, 1, 6, 1}, shape{7, 1, 5}, "add") == shape{8, 7, 6, 5});

@@ -50,6 +50,14 @@ TEST_CASE("bad operands are errors that name the op and the shapes", "[ir]") {
   const auto b = param(dtype::f32, shape{4});
   const auto error = [](auto&& f) { return message_of<xlite::error>(f); };
   CHECK_THAT(error([&] { ir::elementwise(op::mul, {a, b}); }), Contains("mul: shapes (2, 3) and (4,)"));
+  // Three operands: all are named, and the two that disagree; (2, 3) and (4, 1, 3) broadcast
+  // to (4, 2, 3), a shape no operand has.
+  const auto c = param(dtype::f32, shape{4, 1, 3});
+  CHECK_THAT(error([&] {
+               ir::elementwise(op::fma, {a, c, b});
+             }),
+             Contains("fma: shapes (2, 3), (4, 1, 3) and (4,) cannot be broadcast together: "
+                      "dimension -1 is 3 in (2, 3) and 4 in (4,)"));
   CHECK_THAT(error([&] { ir::matmul(a, a); }), Contains("matmul: shapes (2, 3) and (2, 3)"));
   CHECK_THAT(error([&] { ir::reshape(a, shape{5}); }), Contains("reshape: cannot reshape (2, 3)"));
   CHECK_THAT(error([&] { ir::reduce(op::sum, a, std::vector<std::int64_t>{2}, false); }), Contains("sum: axis 2"));

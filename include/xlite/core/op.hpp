@@ -11,6 +11,7 @@
 // window ops of convolution and pooling, the random number generators, control flow,
 // the collectives between devices and the SPMD partitioner's sharding ops (ir/sharding_ops.hpp).
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -151,6 +152,15 @@ inline constexpr std::size_t op_count = op_table.size();
 
 constexpr const op_info& info(op o) { return op_table[static_cast<std::size_t>(o)]; }
 constexpr std::string_view name(op o) { return info(o).name; }
+
+// The most operands an element-wise op takes (where, fma and clamp take three), for arrays of them.
+inline constexpr std::size_t max_elementwise_arity = [] {
+  std::size_t most = 0;
+  for (const op_info& i : op_table) {
+    if (i.kind == op_kind::elementwise) most = std::max(most, i.arity);
+  }
+  return most;
+}();
 
 // Whether operand 1 is an int64 index along an axis (attrs.ints[0]) rather than data.
 constexpr bool takes_index(op o) {

@@ -127,23 +127,43 @@ private:
   std::size_t rank_ = 0;
 };
 
-// NumPy broadcasting: shapes are aligned at their last dimension, and each pair of
-// dimensions must be equal or contain a 1. `op` names the operation in the error message.
-[[gnu::noinline]] inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view op) {
-  if (a == b || b.rank() == 0) return a;
-  if (a.rank() == 0) return b;
-  const std::size_t rank = std::max(a.rank(), b.rank());
+// NumPy broadcasting of any number of shapes: they are aligned at their last dimension,
+// and at each position the dimensions that are not 1 must be equal. `op` names the
+// operation in the error, which names every shape and the two that disagree: folding the
+// shapes pairwise would name, for a third that disagrees, the broadcast of the first two,
+// a shape no operand has.
+[[gnu::noinline]] inline shape broadcast_shapes(std::span<const shape* const> shapes, std::string_view op) {
+  std::size_t rank = 0;
+  for (const shape* s : shapes) rank = std::max(rank, s->rank());
+  const auto dim = [](const shape& s, std::size_t i) { return i < s.rank() ? s[s.rank() - 1 - i] : 1; };
   std::array<std::int64_t, max_rank> dims{};
   for (std::size_t i = 0; i < rank; ++i) { // i counts from the last dimension
-    const std::int64_t da = i < a.rank() ? a[a.rank() - 1 - i] : 1;
-    const std::int64_t db = i < b.rank() ? b[b.rank() - 1 - i] : 1;
-    if (da != db && da != 1 && db != 1) {
-      throw shape_error(detail::message(op, ": shapes ", a, " and ", b, " cannot be broadcast together: dimension -",
-                                        i + 1, " is ", da, " in the first and ", db, " in the second"));
+    const shape* first_long = nullptr;     // the first shape whose dimension there is not 1
+    for (const shape* s : shapes) {
+      if (dim(*s, i) == 1) continue;
+      if (first_long == nullptr) {
+        first_long = s;
+      } else if (dim(*s, i) != dim(*first_long, i)) {
+        std::string all;
+        for (std::size_t k = 0; k < shapes.size(); ++k) {
+          all += (k == 0 ? "" : k + 1 == shapes.size() ? " and " : ", ") + shapes[k]->to_string();
+        }
+        throw shape_error(detail::message(op, ": shapes ", all, " cannot be broadcast together: dimension -", i + 1,
+                                          " is ", dim(*first_long, i), " in ", *first_long, " and ", dim(*s, i), " in ",
+                                          *s));
+      }
     }
-    dims[rank - 1 - i] = da == 1 ? db : da;
+    dims[rank - 1 - i] = first_long != nullptr ? dim(*first_long, i) : 1;
   }
   return shape(std::span(dims.data(), rank));
+}
+
+// The broadcast of two shapes, returning one of them without a walk where it is the result.
+inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view op) {
+  if (a == b || b.rank() == 0) return a;
+  if (a.rank() == 0) return b;
+  const std::array<const shape*, 2> both{&a, &b};
+  return broadcast_shapes(both, op);
 }
 
 // An axis in [-rank, rank) made non-negative, as NumPy and PyTorch accept negative axes.

@@ -154,38 +154,9 @@ auto scalar_value(const E& e) {
   return true;
 }
 
-// Throws, for three or more operand shapes that do not broadcast together, a shape_error
-// naming them all and the two that disagree, where folding them pairwise would name the
-// broadcast of the first two, a shape no operand has.
-[[gnu::noinline]] inline void check_broadcast_of_all(op o, std::span<const xlite::shape* const> shapes) {
-  std::size_t rank = 0;
-  for (const xlite::shape* s : shapes) rank = std::max(rank, s->rank());
-  const auto dim = [](const xlite::shape& s, std::size_t i) { return i < s.rank() ? s[s.rank() - 1 - i] : 1; };
-  for (std::size_t i = 0; i < rank; ++i) {    // i counts from the last dimension
-    const xlite::shape* first_long = nullptr; // the first shape whose dimension there is not 1
-    for (const xlite::shape* s : shapes) {
-      if (dim(*s, i) == 1) continue;
-      if (first_long == nullptr) {
-        first_long = s;
-      } else if (dim(*s, i) != dim(*first_long, i)) {
-        std::string all;
-        for (std::size_t k = 0; k < shapes.size(); ++k) {
-          all += (k == 0 ? "" : k + 1 == shapes.size() ? " and " : ", ") + shapes[k]->to_string();
-        }
-        throw shape_error(detail::message(name(o), ": shapes ", all, " cannot be broadcast together: dimension -",
-                                          i + 1, " is ", dim(*first_long, i), " in ", *first_long, " and ", dim(*s, i),
-                                          " in ", *s));
-      }
-    }
-  }
-}
-
 // The broadcast shape of operand shapes that differ.
 [[gnu::noinline]] inline shape_ref broadcast_shapes_of(op o, std::span<const xlite::shape* const> shapes) {
-  if (shapes.size() > 2) check_broadcast_of_all(o, shapes);
-  xlite::shape result = *shapes[0];
-  for (const xlite::shape* s : shapes.subspan(1)) result = broadcast_shapes(result, *s, name(o));
-  return shape_ref(result);
+  return shape_ref(broadcast_shapes(shapes, name(o)));
 }
 
 // The operands' broadcast shape; scalars (rank 0) change nothing. Where the shapes agree, the

@@ -85,7 +85,7 @@ auto as_xtensor(const tensor<T>& t) {
 template <expr::xtensor_container C, expr::expression E>
 void assign(C& dst, const E& e) {
   using T = typename C::value_type;
-  const T* const current = expr::row_major_data(dst, "assign");
+  T* const current = expr::row_major_data(dst, "assign");
   const std::vector<std::size_t> dims(expr::shape_of(e).begin(), expr::shape_of(e).end());
   const auto has_e_shape = [&] { return std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end()); };
   const auto cannot_hold = [&] {
@@ -102,22 +102,25 @@ void assign(C& dst, const E& e) {
       if (dims.size() != std::tuple_size_v<typename C::shape_type>) throw cannot_hold();
     }
   }
-  const auto resize = [&] {
+  // Gives dst e's shape and returns where its elements now start. The layout checked
+  // above is the container's, which a resize keeps.
+  const auto resized = [&] {
     if constexpr (resizable) {
-      if (!reshape) return;
-      dst.resize(dims);
-      if (!has_e_shape()) throw cannot_hold();
+      if (reshape) {
+        dst.resize(dims);
+        if (!has_e_shape()) throw cannot_hold();
+        return dst.data() + dst.data_offset();
+      }
     }
+    return current;
   };
   // Whether e reads dst's memory, as it is now: resizing may free it.
   const auto current_size = static_cast<std::int64_t>(dst.size());
   if (expr::overlaps_operand(e, current, reshape ? current_size : expr::shape_of(e).numel())) {
     const tensor<T> temporary = e;
-    resize();
-    std::copy(temporary.begin(), temporary.end(), expr::row_major_data(dst, "assign"));
+    std::copy(temporary.begin(), temporary.end(), resized());
   } else {
-    resize();
-    expr::evaluate_expression(expr::row_major_data(dst, "assign"), e);
+    expr::evaluate_expression(resized(), e);
   }
 }
 

@@ -122,10 +122,9 @@ inline node_ptr elementwise(op o, std::vector<node_ptr> operands) {
     throw value_error(
         xlite::detail::message(name(o), ": takes ", info(o).arity, " operands, got ", operands.size()));
   }
-  shape result_shape = operands[0]->shape();
-  for (std::size_t k = 1; k < operands.size(); ++k) {
-    result_shape = broadcast_shapes(result_shape, operands[k]->shape(), name(o));
-  }
+  std::array<const shape*, max_elementwise_arity> shapes{};
+  for (std::size_t k = 0; k < operands.size(); ++k) shapes[k] = &operands[k]->shape();
+  const shape result_shape = broadcast_shapes(std::span(shapes.data(), operands.size()), name(o));
   const auto [compute, result] = detail::elementwise_dtypes(o, operands);
   for (std::size_t k = 0; k < operands.size(); ++k) {
     const dtype wanted = o == op::where && k == 0 ? dtype::boolean : compute;
