@@ -159,7 +159,8 @@ private:
 }
 
 // The broadcast of two shapes, returning one of them without a walk where it is the result.
-inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view op) {
+// Out of line, as the n-ary form: -O3 inlined it into several callers of each file.
+[[gnu::noinline]] inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view op) {
   if (a == b || b.rank() == 0) return a;
   if (a.rank() == 0) return b;
   const std::array<const shape*, 2> both{&a, &b};

@@ -31,7 +31,9 @@ template <class T, expression E>
 void evaluate_expression(T* out, const E& e) {
   static_cast<void>(sizeof(checks::no_lazy_leaves<E>));
   static_cast<void>(sizeof(checks::assignment_types_must_match<T, typename E::value_type>));
-  if constexpr (deferred_count_v<E> > 0) {
+  if constexpr (!std::is_same_v<T, typename E::value_type>) {
+    return; // the check above failed: the loop would only add errors to its sentence
+  } else if constexpr (deferred_count_v<E> > 0) {
     evaluate_deferred(out, e);
   } else {
     evaluate_into(e, out);

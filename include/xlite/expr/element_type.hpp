@@ -31,7 +31,6 @@ struct element_types_must_match {
   static_assert(std::is_same_v<A, B>,
                 "xlite: these operands have different element types (A and B below); xlite does not convert "
                 "between tensors implicitly: write xlite::cast<A>(b) or xlite::cast<B>(a)");
-  using type = A;
 };
 
 template <op O, class T>
@@ -60,7 +59,6 @@ struct scalar_must_fit {
   static_assert(promote_with_scalar(dtype_of_v<T>, scalar_category_v<S>) == dtype_of_v<T>,
                 "xlite: this scalar (S below) would promote the expression's element type (T below), as "
                 "tensor<int> * 2.5 would: cast the expression first, e.g. xlite::cast<float>(x) * 2.5");
-  using type = T;
 };
 
 template <op O, class T>
@@ -82,20 +80,38 @@ struct supported_element {
 template <class E>
 inline constexpr bool adopts_type_v = is_scalar_leaf_v<std::remove_cvref_t<E>> || is_plain_scalar_v<E>;
 
-// The element type shared by the non-scalar operands (void if there are none).
+// The element type of an operand that has one of its own; void for a scalar, which takes
+// the expression's.
+template <class E>
+using own_element_t = std::conditional_t<adopts_type_v<E>, void, typename std::remove_cvref_t<E>::value_type>;
+
+// The element type of an op over these operands: the first own one (void if none has one).
+// Whether the others agree is checked apart, by check_operand_type, so that the type stays
+// the first's where they do not: clang gives a class whose static_assert failed the type
+// int, and went on with errors about an int expression.
 template <op O, class... E>
-struct common_element;
-template <op O>
-struct common_element<O> {
+struct common_element {
   using type = void;
 };
 template <op O, class E, class... Rest>
 struct common_element<O, E, Rest...> {
-  using rest = typename common_element<O, Rest...>::type;
-  using own = std::conditional_t<adopts_type_v<E>, void, typename std::remove_cvref_t<E>::value_type>;
-  using type = typename std::conditional_t<std::is_void_v<own>, std::type_identity<rest>,
-                                           std::conditional_t<std::is_void_v<rest>, std::type_identity<own>,
-                                                              checks::element_types_must_match<O, own, rest>>>::type;
+  using type =
+      std::conditional_t<std::is_void_v<own_element_t<E>>, typename common_element<O, Rest...>::type, own_element_t<E>>;
 };
+
+// Fails with a sentence unless operand E can join an op O of element type T: a scalar must
+// fit T, any other operand must have T. Called where the node is built, not in adopt(),
+// whose return type is deduced: clang drops a function whose static_assert failed, and the
+// call then added "no matching function" to the sentence.
+template <op O, class T, class E>
+constexpr void check_operand_type() {
+  if constexpr (std::is_void_v<T>) {
+    return; // scalars only: nothing to agree with
+  } else if constexpr (is_scalar_leaf_v<E>) {
+    static_cast<void>(sizeof(checks::scalar_must_fit<T, typename E::value_type>));
+  } else {
+    static_cast<void>(sizeof(checks::element_types_must_match<O, T, typename E::value_type>));
+  }
+}
 
 } // namespace xlite::expr

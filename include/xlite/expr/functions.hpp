@@ -74,17 +74,15 @@ template <class T, class E>
 decltype(auto) adopt(E&& operand) {
   using O = std::remove_cvref_t<E>;
   if constexpr (is_scalar_leaf_v<O> && !std::is_void_v<T>) {
-    using S = typename O::value_type;
-    static_cast<void>(sizeof(checks::scalar_must_fit<T, S>));
     if constexpr (is_constant_v<O>) {
       return scalar<T>{static_cast<T>(O::value)};
     } else {
       return scalar<T>{static_cast<T>(operand.value)};
     }
   } else if constexpr (!std::is_void_v<T> && !std::is_same_v<typename O::value_type, T>) {
-    // Only where checks::element_types_must_match has failed, and the program with it: the
-    // operand read as T keeps that sentence the only error (the loop over a float and an
-    // int batch added six more, 130 lines).
+    // Only where check_operand_type has failed, and the program with it: the operand read
+    // as T keeps that sentence the only error (the loop over a float and an int batch added
+    // six more, 130 lines).
     shape_ref s = carried_shape(operand);
     return cast_node<T, O>{std::forward<E>(operand), std::move(s)};
   } else {
@@ -203,6 +201,7 @@ auto make_node(A&&... operands) {
     return make_where(std::forward<A>(operands)...);
   } else {
     using T = typename common_element<O, std::remove_cvref_t<A>...>::type;
+    (check_operand_type<O, T, std::remove_cvref_t<A>>(), ...);
     static_cast<void>(sizeof(checks::not_bfloat16<O, T>));
     if constexpr (rule == dtype_rule::to_boolean &&
                   (O == op::logical_and || O == op::logical_or || O == op::logical_not)) {
@@ -222,6 +221,8 @@ template <class C, class A, class B>
 auto make_where(C&& condition, A&& a, B&& b) {
   using T = typename common_element<op::where, std::remove_cvref_t<A>, std::remove_cvref_t<B>>::type;
   using Condition = std::remove_cvref_t<C>;
+  check_operand_type<op::where, T, std::remove_cvref_t<A>>();
+  check_operand_type<op::where, T, std::remove_cvref_t<B>>();
   static_cast<void>(sizeof(checks::needs_booleans<op::where, typename Condition::value_type>));
   shape_ref s = broadcast_all(op::where, condition, a, b);
   return node<op::where, T, Condition, adopted_t<T, A>, adopted_t<T, B>>{
