@@ -143,8 +143,8 @@ TEST_CASE("broadcast_shapes: the error names the op, both shapes and the dimensi
   CHECK_THROWS_WITH(xlite::broadcast_shapes(shape{2, 3}, shape{4}, "mul"),
                     Contains("mul: shapes (2, 3) and (4,) cannot be broadcast together") &&
                         Contains("dimension -1 is 3 in (2, 3) and 4 in (4,)"));
-  // Of three shapes, the error names all and the two that disagree: the first dimension 5
-  // is in the second shape, though the first two broadcast to (4, 5).
+  // Of three shapes, the error names all and the two that disagree: dimension -1's 5 comes
+  // from (5,), not from (4, 5), the broadcast of the first two.
   const std::array<shape, 3> three{shape{4, 1}, shape{5}, shape{2, 1, 6}};
   const std::array<const shape*, 3> pointers{&three[0], &three[1], &three[2]};
   CHECK_THROWS_WITH(xlite::broadcast_shapes(pointers, "where"),

@@ -161,6 +161,7 @@ inline constexpr std::size_t max_elementwise_arity = [] {
   }
   return most;
 }();
+static_assert(max_elementwise_arity != variadic, "an element-wise op takes a fixed number of operands");
 
 // Whether operand 1 is an int64 index along an axis (attrs.ints[0]) rather than data.
 constexpr bool takes_index(op o) {

@@ -138,27 +138,28 @@ private:
   const auto dim = [](const shape& s, std::size_t i) { return i < s.rank() ? s[s.rank() - 1 - i] : 1; };
   std::array<std::int64_t, max_rank> dims{};
   for (std::size_t i = 0; i < rank; ++i) { // i counts from the last dimension
-    const shape* first_long = nullptr;     // the first shape whose dimension there is not 1
+    const shape* first_not_one = nullptr;  // the first shape whose dimension there is not 1
     for (const shape* s : shapes) {
-      if (dim(*s, i) == 1) continue;
-      if (first_long == nullptr) {
-        first_long = s;
-      } else if (dim(*s, i) != dim(*first_long, i)) {
+      const std::int64_t d = dim(*s, i);
+      if (d == 1) continue;
+      if (first_not_one == nullptr) {
+        first_not_one = s;
+      } else if (d != dim(*first_not_one, i)) {
         std::string all;
         for (std::size_t k = 0; k < shapes.size(); ++k) {
           all += (k == 0 ? "" : k + 1 == shapes.size() ? " and " : ", ") + shapes[k]->to_string();
         }
         throw shape_error(detail::message(op, ": shapes ", all, " cannot be broadcast together: dimension -", i + 1,
-                                          " is ", dim(*first_long, i), " in ", *first_long, " and ", dim(*s, i), " in ",
+                                          " is ", dim(*first_not_one, i), " in ", *first_not_one, " and ", d, " in ",
                                           *s));
       }
     }
-    dims[rank - 1 - i] = first_long != nullptr ? dim(*first_long, i) : 1;
+    dims[rank - 1 - i] = first_not_one != nullptr ? dim(*first_not_one, i) : 1;
   }
   return shape(std::span(dims.data(), rank));
 }
 
-// The broadcast of two shapes, returning one of them without a walk where it is the result.
+// The broadcast of two shapes; without a walk when they are equal or one has rank 0.
 // Out of line, as the n-ary form: -O3 inlined it into several callers of each file.
 [[gnu::noinline]] inline shape broadcast_shapes(const shape& a, const shape& b, std::string_view op) {
   if (a == b || b.rank() == 0) return a;

@@ -6,12 +6,10 @@
 // that keep IEEE semantics, folds scalar-only subexpressions, and returns a node. Nothing
 // is computed on tensors here.
 
-#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
 #include <span>
-#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>

@@ -91,18 +91,36 @@ namespace xlite::expr {
 // combined in order.
 inline constexpr std::int64_t reduction_block = 1 << 14;
 
+// What a reduction of element type V takes: mean computes in floating point; the largest,
+// smallest or mean of bools means nothing; a bfloat16 sum, product or mean would round
+// every step to 8 bits.
 template <op O, class V>
-struct reduction_result {
-  static_assert(O != op::mean || std::is_floating_point_v<V>,
+inline constexpr bool averages_floating_point = O != op::mean || std::is_floating_point_v<V>;
+template <op O, class V>
+inline constexpr bool orders_no_bools = !std::is_same_v<V, bool> || O == op::sum || O == op::prod;
+template <op O, class V>
+inline constexpr bool accumulates_no_bfloat16 = dtype_of_v<V> != dtype::bf16 || O == op::max || O == op::min;
+template <op O, class V>
+inline constexpr bool reduction_allowed_v =
+    averages_floating_point<O, V>&& orders_no_bools<O, V>&& accumulates_no_bfloat16<O, V>;
+
+namespace checks {
+template <op O, class V>
+struct reduction_allowed {
+  static_assert(averages_floating_point<O, V>,
                 "xlite: mean of an integral or bool expression: write mean(xlite::cast<float>(x))");
-  static_assert(!std::is_same_v<V, bool> || O == op::sum || O == op::prod,
+  static_assert(orders_no_bools<O, V>,
                 "xlite: max/min/mean of a bool expression: cast it first, e.g. xlite::cast<std::int32_t>(mask)");
-  static_assert(dtype_of_v<V> != dtype::bf16 || O == op::max || O == op::min,
+  static_assert(accumulates_no_bfloat16<O, V>,
                 "xlite: sum, prod and mean of a bfloat16 expression would compute in bfloat16: sum in float, "
                 "e.g. xlite::sum(xlite::cast<float>(x))");
-  // sum and prod widen integers to int64, as torch.sum does; the rest keep the type.
-  using type = std::conditional_t<(O == op::sum || O == op::prod) && !std::is_floating_point_v<V>, std::int64_t, V>;
 };
+} // namespace checks
+
+// sum and prod widen integers to int64, as torch.sum does; the rest keep the type.
+template <op O, class V>
+using reduction_result_t =
+    std::conditional_t<(O == op::sum || O == op::prod) && !std::is_floating_point_v<V>, std::int64_t, V>;
 
 // The layout of a reduction: dimensions in three groups (kept before the last reduced
 // dimension, reduced, kept after it), each merged where the operands allow.
@@ -1039,7 +1057,7 @@ struct store_position {
 template <op O, bool EveryAxis, class E>
 auto reduce_leaves(const E& e, const axes& which, bool keep) {
   using V = typename E::value_type;
-  using R = typename reduction_result<O, V>::type;
+  using R = reduction_result_t<O, V>;
   using red = kernels::reduction<O>;
   const auto plan = plan_reduction(e, which, keep, O);
   tensor<R> out(tensor<R>::uninitialized, plan.out);
@@ -1372,7 +1390,11 @@ tensor<std::int64_t> argmax_leaves(const E& e, const axes& which, bool keep) {
 // Reductions of expressions with deferred leaves (matmul) reduce their computed values.
 template <op O, bool EveryAxis = false, class E>
 auto reduce(const E& e, const axes& which, bool keep) {
-  if constexpr (deferred_count_v<E> > 0) {
+  using V = typename E::value_type;
+  static_cast<void>(sizeof(checks::reduction_allowed<O, V>));
+  if constexpr (!reduction_allowed_v<O, V>) {
+    return tensor<V>(); // the check failed: the loops would only add errors to its sentence
+  } else if constexpr (deferred_count_v<E> > 0) {
     return reduce_leaves<O, EveryAxis>(resolve_deferred(e), which, keep);
   } else {
     return reduce_leaves<O, EveryAxis>(e, which, keep);
