@@ -101,8 +101,9 @@ inline constexpr bool orders_no_bools = !std::is_same_v<V, bool> || O == op::sum
 template <op O, class V>
 inline constexpr bool accumulates_no_bfloat16 = dtype_of_v<V> != dtype::bf16 || O == op::max || O == op::min;
 template <op O, class V>
-inline constexpr bool reduction_allowed_v =
-    averages_floating_point<O, V>&& orders_no_bools<O, V>&& accumulates_no_bfloat16<O, V>;
+constexpr bool is_reduction_allowed() {
+  return averages_floating_point<O, V> && orders_no_bools<O, V> && accumulates_no_bfloat16<O, V>;
+}
 
 namespace checks {
 template <op O, class V>
@@ -1392,7 +1393,7 @@ template <op O, bool EveryAxis = false, class E>
 auto reduce(const E& e, const axes& which, bool keep) {
   using V = typename E::value_type;
   static_cast<void>(sizeof(checks::reduction_allowed<O, V>));
-  if constexpr (!reduction_allowed_v<O, V>) {
+  if constexpr (!is_reduction_allowed<O, V>()) {
     return tensor<V>(); // the check failed: the loops would only add errors to its sentence
   } else if constexpr (deferred_count_v<E> > 0) {
     return reduce_leaves<O, EveryAxis>(resolve_deferred(e), which, keep);
