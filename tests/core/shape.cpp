@@ -150,6 +150,13 @@ TEST_CASE("broadcast_shapes: the error names the op, both shapes and the dimensi
   CHECK_THROWS_WITH(xlite::broadcast_shapes(pointers, "where"),
                     Contains("where: shapes (4, 1), (5,) and (2, 1, 6) cannot be broadcast together: "
                              "dimension -1 is 5 in (5,) and 6 in (2, 1, 6)"));
+  // Rank 0 broadcasts against anything, so it is not named: the list has only the others.
+  const std::array<shape, 4> with_scalars{shape{}, shape{2, 3}, shape{}, shape{4}};
+  const std::array<const shape*, 4> scalar_pointers{&with_scalars[0], &with_scalars[1], &with_scalars[2],
+                                                    &with_scalars[3]};
+  CHECK_THROWS_WITH(xlite::broadcast_shapes(scalar_pointers, "clamp"),
+                    Contains("clamp: shapes (2, 3) and (4,) cannot be broadcast together: "
+                             "dimension -1 is 3 in (2, 3) and 4 in (4,)"));
   CHECK(xlite::broadcast_shapes(shape{}, shape{3, 1}, "add") == shape{3, 1});
   CHECK(xlite::broadcast_shapes(shape{0}, shape{1}, "add") == shape{0});
   CHECK(xlite::broadcast_shapes(shape{8, 1, 6, 1}, shape{7, 1, 5}, "add") == shape{8, 7, 6, 5});

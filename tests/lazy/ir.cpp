@@ -58,6 +58,13 @@ TEST_CASE("bad operands are errors that name the op and the shapes", "[ir]") {
              }),
              Contains("fma: shapes (2, 3), (4, 1, 3) and (4,) cannot be broadcast together: "
                       "dimension -1 is 3 in (2, 3) and 4 in (4,)"));
+  // A scalar (rank 0) broadcasts against anything and is left out, as the static front end
+  // leaves out a number: clamp(a, 0, b) reads the same from both.
+  const auto scalar = param(dtype::f32, shape{});
+  CHECK_THAT(error([&] {
+               ir::elementwise(op::clamp, {a, scalar, b});
+             }),
+             Contains("clamp: shapes (2, 3) and (4,) cannot be broadcast together"));
   CHECK_THAT(error([&] { ir::matmul(a, a); }), Contains("matmul: shapes (2, 3) and (2, 3)"));
   CHECK_THAT(error([&] { ir::reshape(a, shape{5}); }), Contains("reshape: cannot reshape (2, 3)"));
   CHECK_THAT(error([&] { ir::reduce(op::sum, a, std::vector<std::int64_t>{2}, false); }), Contains("sum: axis 2"));

@@ -129,9 +129,9 @@ private:
 
 // NumPy broadcasting of any number of shapes: they are aligned at their last dimension,
 // and at each position the dimensions that are not 1 must be equal. `op` names the
-// operation in the error, which names every shape and the two that disagree: folding the
-// shapes pairwise would name, for a third that disagrees, the broadcast of the first two,
-// a shape no operand has.
+// operation in the error, which names every shape but rank 0 and the two that disagree:
+// folding the shapes pairwise would name, for a third that disagrees, the broadcast of the
+// first two, a shape no operand has.
 [[gnu::noinline]] inline shape broadcast_shapes(std::span<const shape* const> shapes, std::string_view op) {
   std::size_t rank = 0;
   for (const shape* s : shapes) rank = std::max(rank, s->rank());
@@ -145,9 +145,17 @@ private:
       if (first_not_one == nullptr) {
         first_not_one = s;
       } else if (d != dim(*first_not_one, i)) {
+        // Rank 0 (a scalar) broadcasts against anything: left out, so that an expression
+        // with a scalar operand reads the same from both front ends (the static one does
+        // not pass a number's shape).
+        const auto listed =
+            static_cast<std::size_t>(std::ranges::count_if(shapes, [](const shape* t) { return t->rank() > 0; }));
         std::string all;
-        for (std::size_t k = 0; k < shapes.size(); ++k) {
-          all += (k == 0 ? "" : k + 1 == shapes.size() ? " and " : ", ") + shapes[k]->to_string();
+        std::size_t k = 0;
+        for (const shape* t : shapes) {
+          if (t->rank() == 0) continue;
+          all += (k == 0 ? "" : k + 1 == listed ? " and " : ", ") + t->to_string();
+          ++k;
         }
         throw shape_error(detail::message(op, ": shapes ", all, " cannot be broadcast together: dimension -", i + 1,
                                           " is ", dim(*first_not_one, i), " in ", *first_not_one, " and ", d, " in ",
