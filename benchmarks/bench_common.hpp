@@ -38,6 +38,7 @@ namespace xlite::bench {
 void register_machine_limits();
 void register_xlite_thread_pool();
 void register_xlite_expressions();
+void register_paired_expressions();
 void register_xlite_gemm();
 void register_xlite_lazy();
 void register_xlite_training();
@@ -54,21 +55,27 @@ void register_torch_training();
 // table shows both the single-thread rate and how it scales.
 inline const std::vector<std::int64_t> thread_counts = {1, 2};
 
-// Registers fn as "<case_name>/<impl>" and returns it for args and settings. Rates use
-// wall-clock time, because a multi-threaded impl's CPU time says nothing about its speed.
+// What a row's time is: the wall-clock time of its iterations (a multi-threaded impl's CPU
+// time says nothing about its speed), or what fn reports with state.SetIterationTime (a
+// row that times only part of each iteration, as the paired rows do).
+enum class timing { wall_clock, manual };
+
+// Registers fn as "<case_name>/<impl>" and returns it for args and settings.
 template <class Function>
-benchmark::internal::Benchmark* register_case(std::string_view case_name, std::string_view impl, Function fn) {
+benchmark::internal::Benchmark* register_case(std::string_view case_name, std::string_view impl, Function fn,
+                                              timing t = timing::wall_clock) {
   const std::string name = std::string(case_name) + "/" + std::string(impl);
-  return benchmark::RegisterBenchmark(name.c_str(), fn)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  benchmark::internal::Benchmark* const b = benchmark::RegisterBenchmark(name.c_str(), fn);
+  return (t == timing::manual ? b->UseManualTime() : b->UseRealTime())->Unit(benchmark::kMicrosecond);
 }
 
 // Registers fn as "<case_name>/<impl>/n:<n>/threads:<t>" for every n in sizes and t in
 // threads; fn reads them back with size_arg and threads_arg.
 template <class Function>
-benchmark::internal::Benchmark* register_sized(std::string_view case_name, std::string_view impl, Function fn,
-                                               const std::vector<std::int64_t>& sizes,
-                                               const std::vector<std::int64_t>& threads = thread_counts) {
-  return register_case(case_name, impl, fn)->ArgNames({"n", "threads"})->ArgsProduct({sizes, threads});
+benchmark::internal::Benchmark*
+register_sized(std::string_view case_name, std::string_view impl, Function fn, const std::vector<std::int64_t>& sizes,
+               const std::vector<std::int64_t>& threads = thread_counts, timing t = timing::wall_clock) {
+  return register_case(case_name, impl, fn, t)->ArgNames({"n", "threads"})->ArgsProduct({sizes, threads});
 }
 
 inline std::int64_t size_arg(const benchmark::State& state) { return state.range(0); }

@@ -20,7 +20,8 @@
 // Each impl registers its benchmarks with register_expressions (its own threads, as xlite and
 // torch have) or register_split_expressions (kernels over a range, which a thread_team runs
 // on the threads); both check the result after the timed loop and fail the benchmark if it
-// is wrong, so a fast row is a correct one.
+// is wrong, so a fast row is a correct one. The paired rows (paired_expressions.cpp) run
+// xlite and every split impl in turn on one set of operands.
 
 #include <algorithm>
 #include <array>
@@ -272,54 +273,72 @@ void register_expressions(std::string_view impl, Run run) {
 // For impls without threads of their own: Kernels has static functions
 //   void e1(expression_operands&, std::int64_t begin, std::int64_t end)   (and e2, e3, e4)
 //   float sum_xy(const expression_operands&, std::int64_t begin, std::int64_t end)
-// computing the case over [begin, end). A thread_team runs them over its parts. The label
-// (e.g. the SIMD arch) gets, with more than one thread, a note that the split is ours.
-template <class Kernels>
-void run_split_expression(benchmark::State& state, const expression_case& c, const std::string& label) {
-  const std::int64_t n = size_arg(state);
-  expression_operands operands(n);
-  thread_team team(threads_arg(state));
-  const auto time_kernel = [&](auto kernel) {
-    time_elementwise(state, c, [&] {
-      team.for_each_part(n, [&](std::int64_t begin, std::int64_t end) { kernel(operands, begin, end); });
-    });
-    check_elements(state, c.which, operands.z.data(), n);
-  };
-  switch (c.which) {
-  case expression::e1:
-    time_kernel(Kernels::e1);
-    break;
-  case expression::e2:
-    time_kernel(Kernels::e2);
-    break;
-  case expression::e3:
-    time_kernel(Kernels::e3);
-    break;
-  case expression::e4:
-    time_kernel(Kernels::e4);
-    break;
-  case expression::sum_xy: {
-    const auto evaluate = [&] {
-      return team.sum_parts(
-          n, [&](std::int64_t begin, std::int64_t end) { return Kernels::sum_xy(operands, begin, end); });
-    };
-    check_sum(state, time_sum(state, c, evaluate), n);
-    break;
+// computing the case over [begin, end), which a thread_team runs over its parts. They are
+// kept as values (split_kernels), so that the paired rows (paired_expressions.cpp) can run
+// every such impl in turn; registered_split_kernels() lists them.
+struct split_kernels {
+  using elementwise_kernel = void (*)(expression_operands&, std::int64_t begin, std::int64_t end);
+  using sum_kernel = float (*)(const expression_operands&, std::int64_t begin, std::int64_t end);
+  std::string impl;
+  std::string label;                             // e.g. the SIMD arch; may be empty
+  std::array<elementwise_kernel, 4> elementwise; // e1, e2, e3, e4
+  sum_kernel sum_xy;
+};
+static_assert(static_cast<int>(expression::e1) == 0 && static_cast<int>(expression::e4) == 3,
+              "split_kernels::elementwise is indexed by the case");
+
+inline std::vector<split_kernels>& registered_split_kernels() {
+  static std::vector<split_kernels> all;
+  return all;
+}
+
+// One evaluation of case c by the impl, over the team's parts: z written, or the sum returned.
+inline float run_split_once(const split_kernels& k, const expression_case& c, expression_operands& o,
+                            thread_team& team) {
+  if (c.which == expression::sum_xy) {
+    return team.sum_parts(o.size(), [&](std::int64_t begin, std::int64_t end) { return k.sum_xy(o, begin, end); });
   }
-  }
-  if (team.size() == 1) {
-    state.SetLabel(label);
+  const split_kernels::elementwise_kernel kernel = k.elementwise[static_cast<std::size_t>(c.which)];
+  team.for_each_part(o.size(), [&](std::int64_t begin, std::int64_t end) { kernel(o, begin, end); });
+  return 0.0f;
+}
+
+// After the timed loop: check_sum of the sum returned for sum_xy, else check_elements of z.
+inline void check_result(benchmark::State& state, const expression_case& c, const expression_operands& o, float sum) {
+  if (c.which == expression::sum_xy) {
+    check_sum(state, sum, o.size());
   } else {
-    state.SetLabel((label.empty() ? "" : label + ", ") + "split by hand over " + std::to_string(team.size()) +
+    check_elements(state, c.which, o.z.data(), o.size());
+  }
+}
+
+// The label (the impl's, if any) gets, with more than one thread, a note that the split is ours.
+inline void run_split_expression(benchmark::State& state, const expression_case& c, const split_kernels& k) {
+  expression_operands operands(size_arg(state));
+  thread_team team(threads_arg(state));
+  const auto evaluate = [&] { return run_split_once(k, c, operands, team); };
+  float sum = 0.0f;
+  if (c.which == expression::sum_xy) {
+    sum = time_sum(state, c, evaluate);
+  } else {
+    time_elementwise(state, c, evaluate);
+  }
+  check_result(state, c, operands, sum);
+  if (team.size() == 1) {
+    state.SetLabel(k.label);
+  } else {
+    state.SetLabel((k.label.empty() ? "" : k.label + ", ") + "split by hand over " + std::to_string(team.size()) +
                    " std::threads");
   }
 }
 
 template <class Kernels>
 void register_split_expressions(std::string_view impl, std::string label = "") {
-  register_expressions(impl, [label = std::move(label)](benchmark::State& state, const expression_case& c) {
-    run_split_expression<Kernels>(state, c, label);
-  });
+  const split_kernels k{
+      std::string(impl), std::move(label), {&Kernels::e1, &Kernels::e2, &Kernels::e3, &Kernels::e4}, &Kernels::sum_xy};
+  registered_split_kernels().push_back(k);
+  register_expressions(impl,
+                       [k](benchmark::State& state, const expression_case& c) { run_split_expression(state, c, k); });
 }
 
 } // namespace xlite::bench

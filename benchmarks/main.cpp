@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
   xlite::bench::register_machine_limits();
   xlite::bench::register_xlite_thread_pool();
   xlite::bench::register_xlite_expressions();
+  xlite::bench::register_paired_expressions();
   xlite::bench::register_xlite_gemm();
   xlite::bench::register_xlite_lazy();
   xlite::bench::register_xlite_training();

@@ -1,5 +1,6 @@
 // xtensor's expression cases in xtensor's fastest forms: built with XTENSOR_USE_XSIMD (CMake
-// defines it for this file only: no other file of the program includes xtensor), 1-D
+// defines it for every file of the program that includes xtensor: this one and
+// paired_expressions.cpp), 1-D
 // adaptors over the shared buffers (xt::adapt, no copy), and xt::noalias(z) = ..., one SIMD
 // pass; a plain z = ... evaluates into a temporary first and runs at a fraction of the rate
 // (half in cache, a sixth from DRAM, measured while writing this). The sum is
