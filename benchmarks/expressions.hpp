@@ -141,16 +141,23 @@ inline double expected_element(expression e, std::int64_t i) {
   return 0.0;
 }
 
+// The start of a check's error: "wrong result: ", or with who computed it (a row that runs
+// several impls names the one), "wrong result from eigen: ".
+inline std::string wrong_result(std::string_view who) {
+  return who.empty() ? "wrong result: " : "wrong result from " + std::string(who) + ": ";
+}
+
 // After the timed loop: fails the benchmark unless z holds the case's values, to within a
 // few float roundings (the impls differ in FMA contraction and in their exp and tanh). A
 // sample of every check_stride-th element and the last one, which covers every thread's
 // part, every SIMD lane and the tail.
-inline void check_elements(benchmark::State& state, expression e, const float* z, std::int64_t n) {
+inline void check_elements(benchmark::State& state, expression e, const float* z, std::int64_t n,
+                           std::string_view who = {}) {
   const auto matches = [&](std::int64_t i) {
     const double expected = expected_element(e, i);
     if (std::abs(z[i] - expected) <= 1e-5 * (1.0 + std::abs(expected))) return true;
-    state.SkipWithError(("wrong result: element " + std::to_string(i) + " is " + std::to_string(z[i]) + ", expected " +
-                         std::to_string(expected))
+    state.SkipWithError((wrong_result(who) + "element " + std::to_string(i) + " is " + std::to_string(z[i]) +
+                         ", expected " + std::to_string(expected))
                             .c_str());
     return false;
   };
@@ -183,11 +190,12 @@ inline const sum_reference& expected_sum(std::int64_t n) {
 
 // After the timed loop: fails the benchmark unless sum is sum(x * y) to within float
 // accumulation error (1e-6 of the sum of |x * y|; dropping a part or a tail is far more).
-inline void check_sum(benchmark::State& state, float sum, std::int64_t n) {
+inline void check_sum(benchmark::State& state, float sum, std::int64_t n, std::string_view who = {}) {
   const sum_reference& expected = expected_sum(n);
   if (std::abs(sum - expected.value) > 1e-6 * expected.magnitude) {
     state.SkipWithError(
-        ("wrong result: the sum is " + std::to_string(sum) + ", expected " + std::to_string(expected.value)).c_str());
+        (wrong_result(who) + "the sum is " + std::to_string(sum) + ", expected " + std::to_string(expected.value))
+            .c_str());
   }
 }
 
@@ -304,11 +312,12 @@ inline float run_split_once(const split_kernels& k, const expression_case& c, ex
 }
 
 // After the timed loop: check_sum of the sum returned for sum_xy, else check_elements of z.
-inline void check_result(benchmark::State& state, const expression_case& c, const expression_operands& o, float sum) {
+inline void check_result(benchmark::State& state, const expression_case& c, const expression_operands& o, float sum,
+                         std::string_view who = {}) {
   if (c.which == expression::sum_xy) {
-    check_sum(state, sum, o.size());
+    check_sum(state, sum, o.size(), who);
   } else {
-    check_elements(state, c.which, o.z.data(), o.size());
+    check_elements(state, c.which, o.z.data(), o.size(), who);
   }
 }
 

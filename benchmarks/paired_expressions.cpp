@@ -2,8 +2,8 @@
 // on the same buffers, one call each in turn, on one thread. Rows that each make their own
 // operands compare the impls' code and also where the heap put their arrays: in L2, at 2^16
 // floats, set conflicts between four arrays move a row by more than the impls differ, and
-// fifteen interleaved repetitions still leave rows 5-8% apart that the same loops on the same
-// buffers put level (docs/benchmarks.md). Here every impl reads and writes the same memory,
+// fifteen interleaved repetitions still left the same row 5-8% apart from run to run
+// (docs/benchmarks.md). Here every impl reads and writes the same memory,
 // calls alternate (the first impl rotating), and each call is timed alone, so a slow spell of
 // the machine falls on all of them alike.
 //
@@ -13,6 +13,10 @@
 // writes z with xlite::assign, its path for memory it does not own. One thread only: on two,
 // the thread_team's and the pool's waiting workers would spin on the cores the other impl's
 // threads need.
+
+#ifndef XTENSOR_USE_XSIMD
+#error "paired_expressions.cpp includes xtensor, as peer_xtensor.cpp does: compile both with -DXTENSOR_USE_XSIMD"
+#endif
 
 #include <array>
 #include <chrono>
@@ -71,18 +75,18 @@ void run_paired(benchmark::State& state, const expression_case& c) {
     return impl == 0 ? evaluate_xlite() : run_split_once(peers[impl - 1], c, operands, team);
   };
 
-  using clock = std::chrono::steady_clock;
+  using steady = std::chrono::steady_clock;
   std::vector<double> seconds(impls, 0.0);
   std::size_t first = 0;
   float sum = 0.0f;
   for (auto _ : state) {
     for (std::size_t k = 0; k < impls; ++k) {
       const std::size_t impl = (first + k) % impls;
-      const clock::time_point start = clock::now();
+      const steady::time_point start = steady::now();
       sum = evaluate(impl);
       benchmark::DoNotOptimize(sum);
       benchmark::ClobberMemory();
-      const double took = std::chrono::duration<double>(clock::now() - start).count();
+      const double took = std::chrono::duration<double>(steady::now() - start).count();
       seconds[impl] += took;
       if (impl == 0) state.SetIterationTime(took);
     }
@@ -92,7 +96,7 @@ void run_paired(benchmark::State& state, const expression_case& c) {
 
   // Every impl's result, checked after the timed loop (each wrote z over the last one's).
   for (std::size_t impl = 0; impl < impls && !state.error_occurred(); ++impl) {
-    check_result(state, c, operands, evaluate(impl));
+    check_result(state, c, operands, evaluate(impl), impl == 0 ? "xlite" : peers[impl - 1].impl);
   }
   std::string label = "same buffers in turn; xlite's rate over";
   for (std::size_t k = 0; k < peers.size(); ++k) {

@@ -1,13 +1,13 @@
 // xtensor's expression cases in xtensor's fastest forms: built with XTENSOR_USE_XSIMD (CMake
 // defines it for every file of the program that includes xtensor: this one and
-// paired_expressions.cpp), 1-D
-// adaptors over the shared buffers (xt::adapt, no copy), and xt::noalias(z) = ..., one SIMD
-// pass; a plain z = ... evaluates into a temporary first and runs at a fraction of the rate
-// (half in cache, a sixth from DRAM, measured while writing this). The sum is
-// xt::sum(x * y)(), the lazy reduction of the lazy product: xtensor 0.24's reducers have no
-// SIMD path, so it is a scalar loop, and evaluation_strategy::immediate or an explicit axis
-// is slower still. xtensor runs on one thread unless built with TBB or OpenMP, which
-// Debian's is not, so with two threads each one adapts and assigns its half of the range.
+// paired_expressions.cpp), 1-D adaptors over the shared buffers (xt::adapt, no copy), and
+// xt::noalias(z) = ..., one SIMD pass; a plain z = ... evaluates into a temporary first and
+// runs at a fraction of the rate (half in cache, a sixth from DRAM, measured while writing
+// this). The sum is xt::sum(x * y)(), the lazy reduction of the lazy product: xtensor 0.24's
+// reducers have no SIMD path, so it is a scalar loop, and evaluation_strategy::immediate or
+// an explicit axis is slower still. xtensor runs on one thread unless built with TBB or
+// OpenMP, which Debian's is not, so with two threads each one adapts and assigns its half of
+// the range.
 
 #ifndef XTENSOR_USE_XSIMD
 #error "peer_xtensor.cpp is xtensor at its best, with xsimd: compile it with -DXTENSOR_USE_XSIMD"

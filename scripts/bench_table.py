@@ -35,7 +35,8 @@ rate        GB/s for memory-bound cases (bytes as STREAM counts them), GFLOP/s f
             compute-bound ones (FLOPs reported as items)
 xlite/impl  xlite's rate over this row's rate, same case and args: > 1 means xlite is
             faster; '-' where the case has no xlite row yet
-of limit    this row's rate over the machine's limit: the case's 'limit' row, or for a
+of limit    this row's rate over the machine's limit: the case's 'limit' row (a paired
+            case's: its base case's, sum_xy/limit for sum_xy_paired), or for a
             case without one, triad/limit at the same args (GB/s: the bandwidth) or
             peak_fma/limit at the same thread count (GFLOP/s; for bf16gemm the fastest
             bf16 peak measured: peak_amx, else peak_bf16)"""
@@ -142,11 +143,16 @@ def table(rows: list[Row]) -> list[list[str]]:
                     return found
         return None
 
+    def base_limit(case: str, args: str) -> Row | None:
+        """A paired case's (sum_xy_paired) is its base case's own limit row, if it has one."""
+        suffix = "_paired"
+        return measured(groups.get((case[: -len(suffix)], args), []), LIMIT) if case.endswith(suffix) else None
+
     lines = [["case", "args", "impl", "rate", "", "xlite/impl", "of limit", "note"]]
     previous_case = None
     for (case, args), group in groups.items():
         xlite = measured(group, XLITE)
-        limit = measured(group, LIMIT) or shared_limit(case, group, args)
+        limit = measured(group, LIMIT) or base_limit(case, args) or shared_limit(case, group, args)
         if previous_case is not None and case != previous_case:
             lines.append([])
         for i, row in enumerate(sorted(group, key=impl_order)):

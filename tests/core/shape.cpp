@@ -151,9 +151,9 @@ TEST_CASE("broadcast_shapes: the error names the op, both shapes and the dimensi
                     Contains("where: shapes (4, 1), (5,) and (2, 1, 6) cannot be broadcast together: "
                              "dimension -1 is 5 in (5,) and 6 in (2, 1, 6)"));
   // Rank 0 broadcasts against anything, so it is not named: the list has only the others.
-  const std::array<shape, 4> with_scalars{shape{}, shape{2, 3}, shape{}, shape{4}};
-  const std::array<const shape*, 4> scalar_pointers{&with_scalars[0], &with_scalars[1], &with_scalars[2],
-                                                    &with_scalars[3]};
+  const std::array<shape, 5> with_scalars{shape{}, shape{2, 3}, shape{}, shape{4}, shape{}};
+  const std::array<const shape*, 5> scalar_pointers{&with_scalars[0], &with_scalars[1], &with_scalars[2],
+                                                    &with_scalars[3], &with_scalars[4]};
   CHECK_THROWS_WITH(xlite::broadcast_shapes(scalar_pointers, "clamp"),
                     Contains("clamp: shapes (2, 3) and (4,) cannot be broadcast together: "
                              "dimension -1 is 3 in (2, 3) and 4 in (4,)"));

@@ -129,9 +129,9 @@ private:
 
 // NumPy broadcasting of any number of shapes: they are aligned at their last dimension,
 // and at each position the dimensions that are not 1 must be equal. `op` names the
-// operation in the error, which names every shape but rank 0 and the two that disagree:
-// folding the shapes pairwise would name, for a third that disagrees, the broadcast of the
-// first two, a shape no operand has.
+// operation in the error, which lists every shape of rank 1 or more and names the two that
+// disagree: folding the shapes pairwise would name, for a third that disagrees, the
+// broadcast of the first two, a shape no operand has.
 [[gnu::noinline]] inline shape broadcast_shapes(std::span<const shape* const> shapes, std::string_view op) {
   std::size_t rank = 0;
   for (const shape* s : shapes) rank = std::max(rank, s->rank());
