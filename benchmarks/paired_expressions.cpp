@@ -28,8 +28,8 @@
 
 #include "bench_common.hpp"
 #include "expressions.hpp"
-#include "xlite/expr.hpp"
 #include "xlite/expr/xtensor.hpp"
+#include "xlite_cases.hpp"
 
 namespace {
 
@@ -42,7 +42,6 @@ auto adaptor_of(aligned_floats& buffer) {
 }
 
 void run_paired(benchmark::State& state, const expression_case& c) {
-  using in = expression_inputs;
   expression_operands operands(size_arg(state));
   auto x_buffer = adaptor_of(operands.x), y_buffer = adaptor_of(operands.y), w_buffer = adaptor_of(operands.w);
   auto z = adaptor_of(operands.z);
@@ -50,29 +49,11 @@ void run_paired(benchmark::State& state, const expression_case& c) {
   xlite::thread_pool pool(1);
   xlite::scoped_thread_pool use(pool);
   thread_team team(1);
-  const auto evaluate_xlite = [&]() -> float {
-    switch (c.which) {
-    case expression::e1:
-      xlite::assign(z, in::a * x + y);
-      break;
-    case expression::e2:
-      xlite::assign(z, in::a * x + in::b * y - in::c * w);
-      break;
-    case expression::e3:
-      xlite::assign(z, xlite::exp(-x * x) * y + xlite::tanh(w));
-      break;
-    case expression::e4:
-      xlite::assign(z, xlite::max(x * y + w, 0.0f));
-      break;
-    case expression::sum_xy:
-      return xlite::sum(x * y)();
-    }
-    return 0.0f;
-  };
   const std::vector<split_kernels>& peers = registered_split_kernels();
   const std::size_t impls = peers.size() + 1; // xlite is impl 0
   const auto evaluate = [&](std::size_t impl) {
-    return impl == 0 ? evaluate_xlite() : run_split_once(peers[impl - 1], c, operands, team);
+    return impl == 0 ? evaluate_xlite_case(c.which, x, y, w, [&](const auto& e) { xlite::assign(z, e); })
+                     : run_split_once(peers[impl - 1], c, operands, team);
   };
 
   using steady = std::chrono::steady_clock;

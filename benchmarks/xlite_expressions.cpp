@@ -12,6 +12,7 @@
 #include "row_broadcasts.hpp"
 #include "row_reductions.hpp"
 #include "xlite/expr.hpp"
+#include "xlite_cases.hpp"
 
 namespace {
 
@@ -36,28 +37,11 @@ void run_expression_xlite(benchmark::State& state, const expression_case& c) {
   xlite::thread_pool pool(static_cast<std::size_t>(threads_arg(state)));
   xlite::scoped_thread_pool use(pool);
   const float* const storage = z.data();
-  const auto time_assignment = [&](auto evaluate) {
-    time_elementwise(state, c, evaluate);
-    if (z.data() != storage) return state.SkipWithError("the assignment replaced z's storage: a temporary");
-    check_elements(state, c.which, z.data(), n);
-  };
-  switch (c.which) {
-  case expression::e1:
-    time_assignment([&] { z = in::a * x + y; });
-    break;
-  case expression::e2:
-    time_assignment([&] { z = in::a * x + in::b * y - in::c * w; });
-    break;
-  case expression::e3:
-    time_assignment([&] { z = xlite::exp(-x * x) * y + xlite::tanh(w); });
-    break;
-  case expression::e4:
-    time_assignment([&] { z = xlite::max(x * y + w, 0.0f); });
-    break;
-  case expression::sum_xy:
-    check_sum(state, time_sum(state, c, [&] { return xlite::sum(x * y)(); }), n);
-    break;
-  }
+  const auto evaluate = [&] { return evaluate_xlite_case(c.which, x, y, w, [&](const auto& e) { z = e; }); };
+  if (c.which == expression::sum_xy) return check_sum(state, time_sum(state, c, evaluate), n);
+  time_elementwise(state, c, evaluate);
+  if (z.data() != storage) return state.SkipWithError("the assignment replaced z's storage: a temporary");
+  check_elements(state, c.which, z.data(), n);
 }
 
 void run_argmax_xlite(benchmark::State& state) {
