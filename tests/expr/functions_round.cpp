@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cstdint>
 #include <iostream>
 #include <limits>
@@ -91,6 +92,66 @@ TEST_CASE("functions: special values of min max clamp relu floor ceil round (NaN
                                         {{inf}, inf},
                                         {{-inf}, -inf},
                                         {{-0.0}, -0.0}});
+  };
+  run(float{});
+  run(double{});
+}
+
+// max(x, c), max(c, x) and clamp(x, c, hi) with a number c take a shorter form on x86
+// (kernels::detail::maximum_with_number). For every pairing of special values, on every
+// path, each must give the bits of the same op over a tensor filled with c, and IEEE
+// 754-2019's maximum: NaN if either operand is, -0 below +0. Which NaN is not promised:
+// g++ may swap the operands of the a + b that makes it, on every path.
+TEST_CASE("functions: max and clamp against a number give the bits of the tensor form", "[functions][special]") {
+  const auto run = [](auto type) {
+    using T = decltype(type);
+    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    constexpr Bits sign = Bits{1} << (8 * sizeof(T) - 1);
+    constexpr Bits quiet = std::bit_cast<Bits>(std::numeric_limits<T>::quiet_NaN());
+    const std::vector<T> values{T(0),
+                                -T(0),
+                                T(1),
+                                T(-1),
+                                T(-2.5),
+                                T(inf),
+                                T(-inf),
+                                std::numeric_limits<T>::denorm_min(),
+                                -std::numeric_limits<T>::denorm_min(),
+                                std::numeric_limits<T>::lowest(),
+                                std::bit_cast<T>(quiet),
+                                std::bit_cast<T>(quiet | sign),
+                                std::bit_cast<T>(quiet | 0x2345),            // a payload
+                                std::bit_cast<T>((quiet >> 1 & ~sign) | 1)}; // signaling
+    // Every value in every lane position, and a row end that is not a whole batch.
+    tensor<T> x(shape{static_cast<std::int64_t>(3 * values.size() + 5)});
+    for (std::int64_t i = 0; i < x.size(); ++i) x.data()[i] = values[static_cast<std::size_t>(i * 5) % values.size()];
+    const auto same_bits = [](const tensor<T>& got, const tensor<T>& want) {
+      for (std::int64_t i = 0; i < got.size(); ++i) {
+        const T g = got.data()[i], w = want.data()[i];
+        if (std::isnan(g) ? !std::isnan(w) : std::bit_cast<Bits>(g) != std::bit_cast<Bits>(w)) return false;
+      }
+      return true;
+    };
+    for_each_isa_path([&](xlite::isa) {
+      for (const T c : values) {
+        INFO(path_name() << ", the number " << bits_text(c) << " (bits " << std::hex << std::bit_cast<Bits>(c) << ")");
+        const tensor<T> filled(x.shape(), c);
+        const tensor<T> right = xlite::max(x, c), left = xlite::max(c, x);
+        CHECK(same_bits(right, xlite::max(x, filled)));
+        CHECK(same_bits(left, xlite::max(filled, x)));
+        CHECK(same_bits(xlite::clamp(x, c, T(0.75)), xlite::clamp(x, filled, T(0.75))));
+        for (std::int64_t i = 0; i < x.size(); ++i) {
+          const T v = x.data()[i];
+          INFO("max of " << bits_text(v) << " and it gave " << bits_text(right.data()[i]));
+          if (std::isnan(v) || std::isnan(c)) {
+            CHECK(std::isnan(right.data()[i]));
+          } else {
+            CHECK(right.data()[i] == std::max(v, c));
+            CHECK(std::signbit(right.data()[i]) == (std::signbit(v) && std::signbit(c)));
+          }
+        }
+      }
+    });
   };
   run(float{});
   run(double{});

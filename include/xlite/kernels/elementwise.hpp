@@ -132,6 +132,38 @@ V maximum(const V& a, const V& b) {
   return ieee_min_max<true>(a, b);
 }
 
+// Whether arch A's max is x86's, from SSE2 to AVX-512 (three families in xsimd, none
+// derived from another): max(a, b) is b on a tie and wherever either is NaN.
+template <class A>
+inline constexpr bool x86_max_v =
+#if XSIMD_WITH_SSE2
+    std::is_base_of_v<xsimd::sse2, A> || std::is_base_of_v<xsimd::avx, A> || std::is_base_of_v<xsimd::avx512f, A>;
+#else
+    false;
+#endif
+
+// maximum(v, c), or maximum(c, v) where ScalarFirst, for a floating-point batch v and a
+// number c: maximum's bits (but for which NaN, which neither form promises: g++ may swap
+// the operands of an addition), in two instructions on x86, where maximum takes three on
+// AVX-512 and eight on AVX2. x86's max(c, v) is the greater, but v on a tie (+0 and -0)
+// and wherever either is NaN; adding `mend` puts those lanes right and leaves the others:
+//   c when c is NaN: the sum is NaN, as maximum's a + b;
+//   +0 when c is +0: max(+0, -0) gives -0, and -0 + +0 is +0;
+//   -0 otherwise: x + -0 is x for every x, -0 and NaN included.
+// Minimum has no such number when c is -0, and keeps its general form. mend depends on c
+// alone, so a loop computes it once.
+template <bool ScalarFirst, class B>
+B maximum_with_number(const B& v, typename B::value_type c) {
+  using T = typename B::value_type;
+  if constexpr (std::is_floating_point_v<T> && x86_max_v<typename B::arch_type>) {
+    const T mend = std::isnan(c) ? c : c == T(0) && !std::signbit(c) ? T(0) : -T(0);
+    const B greater = xsimd::max(B(c), v);
+    return ScalarFirst ? B(mend) + greater : greater + B(mend);
+  } else {
+    return ScalarFirst ? maximum(B(c), v) : maximum(v, B(c));
+  }
+}
+
 // v with its magnitude at most c (a positive float), the sign kept; NaN lanes may come out
 // as anything. One vrangeps (the smaller magnitude, the sign of v) where AVX512DQ has it.
 template <class B>
