@@ -18,6 +18,7 @@
 #include <ostream>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <xtensor/xadapt.hpp>
@@ -56,6 +57,58 @@ auto* row_major_data(C& c, const char* function) {
   return c.data() + c.data_offset();
 }
 
+// assign's work, for a container it can write.
+template <xtensor_container C, expression E>
+void assign_to_container(C& dst, const E& e) {
+  using T = typename C::value_type;
+  T* const current = row_major_data(dst, "assign");
+  const std::vector<std::size_t> dims(shape_of(e).begin(), shape_of(e).end());
+  const auto has_e_shape = [&] { return std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end()); };
+  const auto cannot_hold = [&] {
+    return shape_error(detail::message("assign: an expression of shape ", shape_of(e),
+                                       " into an xtensor container or view of shape ", xlite::shape(dst.shape())));
+  };
+  constexpr bool resizable = requires { dst.resize(dims); };
+  constexpr bool fixed_rank = requires { std::tuple_size<typename C::shape_type>::value; };
+  const bool reshape = !has_e_shape();
+  if (reshape) {
+    if constexpr (!resizable) {
+      throw cannot_hold();
+    } else if constexpr (fixed_rank) {
+      if (dims.size() != std::tuple_size_v<typename C::shape_type>) throw cannot_hold();
+    }
+  }
+  // Gives dst e's shape and returns where its elements now start. The layout checked
+  // above is the container's, which a resize keeps.
+  const auto resized = [&] {
+    if constexpr (resizable) {
+      if (reshape) {
+        dst.resize(dims);
+        if (!has_e_shape()) throw cannot_hold();
+        return dst.data() + dst.data_offset();
+      }
+    }
+    return current;
+  };
+  // Whether e reads dst's memory, as it is now: resizing may free it.
+  const auto current_size = static_cast<std::int64_t>(dst.size());
+  if (overlaps_operand(e, current, reshape ? current_size : shape_of(e).numel())) {
+    const tensor<T> temporary = e;
+    std::copy(temporary.begin(), temporary.end(), resized());
+  } else {
+    evaluate_expression(resized(), e);
+  }
+}
+
+namespace checks {
+template <class C>
+struct assign_needs_writable_container {
+  static_assert(!std::is_const_v<std::remove_pointer_t<decltype(std::declval<C&>().data())>>,
+                "xlite: assign writes into its destination, and this xtensor container (C below) is read-only: a "
+                "const container, or an adaptor of const memory");
+};
+} // namespace checks
+
 } // namespace expr
 
 // An xtensor container as a leaf of an xlite expression, reading its memory in place. Keep
@@ -84,44 +137,9 @@ auto as_xtensor(const tensor<T>& t) {
 // (xt::xtensor_fixed, whose resize does nothing).
 template <expr::xtensor_container C, expr::expression E>
 void assign(C& dst, const E& e) {
-  using T = typename C::value_type;
-  T* const current = expr::row_major_data(dst, "assign");
-  const std::vector<std::size_t> dims(expr::shape_of(e).begin(), expr::shape_of(e).end());
-  const auto has_e_shape = [&] { return std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end()); };
-  const auto cannot_hold = [&] {
-    return shape_error(detail::message("assign: an expression of shape ", expr::shape_of(e),
-                                       " into an xtensor container or view of shape ", xlite::shape(dst.shape())));
-  };
-  constexpr bool resizable = requires { dst.resize(dims); };
-  constexpr bool fixed_rank = requires { std::tuple_size<typename C::shape_type>::value; };
-  const bool reshape = !has_e_shape();
-  if (reshape) {
-    if constexpr (!resizable) {
-      throw cannot_hold();
-    } else if constexpr (fixed_rank) {
-      if (dims.size() != std::tuple_size_v<typename C::shape_type>) throw cannot_hold();
-    }
-  }
-  // Gives dst e's shape and returns where its elements now start. The layout checked
-  // above is the container's, which a resize keeps.
-  const auto resized = [&] {
-    if constexpr (resizable) {
-      if (reshape) {
-        dst.resize(dims);
-        if (!has_e_shape()) throw cannot_hold();
-        return dst.data() + dst.data_offset();
-      }
-    }
-    return current;
-  };
-  // Whether e reads dst's memory, as it is now: resizing may free it.
-  const auto current_size = static_cast<std::int64_t>(dst.size());
-  if (expr::overlaps_operand(e, current, reshape ? current_size : expr::shape_of(e).numel())) {
-    const tensor<T> temporary = e;
-    std::copy(temporary.begin(), temporary.end(), resized());
-  } else {
-    expr::evaluate_expression(resized(), e);
-  }
+  static_cast<void>(sizeof(expr::checks::assign_needs_writable_container<C>));
+  // Where the check failed, the body would only add errors to its sentence.
+  if constexpr (!std::is_const_v<std::remove_pointer_t<decltype(dst.data())>>) expr::assign_to_container(dst, e);
 }
 
 // Prints as xtensor prints.
