@@ -22,6 +22,12 @@ namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
 constexpr double qnan = std::numeric_limits<double>::quiet_NaN();
 
+// Operands for decltype alone.
+const tensor<float>& floats();
+const tensor<int>& ints();
+template <class E>
+constexpr std::size_t number_operand_of = xlite::expr::bound<E>::number_operand();
+
 template <class F>
 void piecewise_ops(F&& f) {
   for_ops<op::minimum, op::maximum, op::clamp, op::relu, op::floor, op::ceil, op::round>(f);
@@ -103,6 +109,15 @@ TEST_CASE("functions: special values of min max clamp relu floor ceil round (NaN
 // 754-2019's maximum: NaN if either operand is, -0 below +0. Which NaN is not promised:
 // g++ may swap the operands of the a + b that makes it, on every path.
 TEST_CASE("functions: max and clamp against a number give the bits of the tensor form", "[functions][special]") {
+  // The number operand is known from the expression's type, and its form taken for floats:
+  // the operand count where there is none.
+  static_assert(number_operand_of<decltype(xlite::max(floats(), 1.0f))> == 1);
+  static_assert(number_operand_of<decltype(xlite::max(1.0f, floats()))> == 0);
+  static_assert(number_operand_of<decltype(xlite::clamp(floats(), 0.0f, 1.0f))> == 1);
+  static_assert(number_operand_of<decltype(xlite::max(floats(), floats()))> == 2);
+  static_assert(number_operand_of<decltype(xlite::clamp(floats(), floats(), 1.0f))> == 3);
+  static_assert(number_operand_of<decltype(xlite::max(ints(), 1))> == 2);
+
   const auto run = [](auto type) {
     using T = decltype(type);
     using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
@@ -120,9 +135,9 @@ TEST_CASE("functions: max and clamp against a number give the bits of the tensor
                                 std::numeric_limits<T>::lowest(),
                                 std::bit_cast<T>(quiet),
                                 std::bit_cast<T>(quiet | sign),
-                                std::bit_cast<T>(quiet | 0x2345),            // a payload
-                                std::bit_cast<T>((quiet >> 1 & ~sign) | 1)}; // signaling
-    // Every value in every lane position, and a row end that is not a whole batch.
+                                std::bit_cast<T>(quiet | 0x2345),                   // a payload
+                                std::bit_cast<T>(std::bit_cast<Bits>(T(inf)) | 1)}; // signaling
+    // Each value in a few lane positions, and a row end that is not a whole batch.
     tensor<T> x(shape{static_cast<std::int64_t>(3 * values.size() + 5)});
     for (std::int64_t i = 0; i < x.size(); ++i) x.data()[i] = values[static_cast<std::size_t>(i * 5) % values.size()];
     const auto same_bits = [](const tensor<T>& got, const tensor<T>& want) {

@@ -480,6 +480,20 @@ struct bound<node<O, T, Operands...>> {
     return compute_of<Arch, L, Contiguous>(j, context, std::index_sequence_for<Operands...>{});
   }
 
+  // The operand that a maximum takes against a number, known to be one when the expression
+  // is built: max's scalar operand beside a non-scalar, or clamp's lower bound beside a
+  // non-scalar x (clamp is minimum(maximum(x, lo), hi)). Else the operand count: none.
+  static constexpr std::size_t number_operand() {
+    using Types = std::tuple<Operands...>;
+    if constexpr (std::is_floating_point_v<T> && (O == op::maximum || O == op::clamp)) {
+      constexpr bool first = is_scalar_leaf_v<std::tuple_element_t<0, Types>>;
+      constexpr bool second = is_scalar_leaf_v<std::tuple_element_t<1, Types>>;
+      if constexpr (second && !first) return 1;
+      if constexpr (O == op::maximum && first && !second) return 0;
+    }
+    return sizeof...(Operands);
+  }
+
 private:
   template <class F, std::size_t... I>
   void for_each_leaf_of(F& f, std::index_sequence<I...>) {
@@ -497,27 +511,15 @@ private:
     }
   }
 
-  // The operand that a maximum takes against a number, known to be one when the expression
-  // is built: max's scalar operand beside a non-scalar, or clamp's lower bound beside a
-  // non-scalar x (clamp is minimum(maximum(x, lo), hi)). Else the operand count: none.
-  static constexpr std::size_t number_operand() {
-    using Types = std::tuple<Operands...>;
-    if constexpr (std::is_floating_point_v<T> && (O == op::maximum || O == op::clamp)) {
-      constexpr bool first = is_scalar_leaf_v<std::tuple_element_t<0, Types>>;
-      constexpr bool second = is_scalar_leaf_v<std::tuple_element_t<1, Types>>;
-      if constexpr (second && !first) return 1;
-      if constexpr (O == op::maximum && first && !second) return 0;
-    }
-    return sizeof...(Operands);
-  }
-
   // The op's value, by its functor, or against a number by maximum_with_number, which
-  // gives the functor's bits in one instruction less (max(x, 0), clamp(x, lo, hi)).
+  // gives the functor's bits (but for which NaN) in fewer instructions (max(x, 0), clamp(x,
+  // lo, hi)).
   template <class Arch, class L, bool Contiguous, class Context, std::size_t... I>
   auto op_value(std::int64_t j, Context& context, std::index_sequence<I...>) const {
     constexpr std::size_t number = number_operand();
     if constexpr (number < sizeof...(Operands) && !std::is_same_v<Arch, kernels::scalar_arch>) {
-      const auto x = value_at<Arch, L, Contiguous>(std::get < number == 0 ? 1 : 0 > (operands), j, context);
+      constexpr std::size_t other = number == 0 ? 1 : 0;
+      const auto x = value_at<Arch, L, Contiguous>(std::get<other>(operands), j, context);
       const auto greater = kernels::detail::maximum_with_number<number == 0>(x, std::get<number>(operands).value);
       if constexpr (O == op::clamp) {
         return kernels::detail::minimum(greater, value_at<Arch, L, Contiguous>(std::get<2>(operands), j, context));

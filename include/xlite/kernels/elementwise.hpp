@@ -10,8 +10,10 @@
 // op rounds once: a * b + c rounds twice, fma once, on every path.
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -143,20 +145,27 @@ inline constexpr bool x86_max_v =
 #endif
 
 // maximum(v, c), or maximum(c, v) where ScalarFirst, for a floating-point batch v and a
-// number c: maximum's bits (but for which NaN, which neither form promises: g++ may swap
-// the operands of an addition), in two instructions on x86, where maximum takes three on
-// AVX-512 and eight on AVX2. x86's max(c, v) is the greater, but v on a tie (+0 and -0)
-// and wherever either is NaN; adding `mend` puts those lanes right and leaves the others:
+// number c: maximum's bits (but for which NaN, which neither form promises), in two
+// instructions on x86, where maximum takes three on AVX-512 and eight on AVX2. x86's
+// max(c, v) is the greater, but v on a tie (+0 and -0) and wherever either is NaN; adding
+// `mend` puts those lanes right and leaves the others:
 //   c when c is NaN: the sum is NaN, as maximum's a + b;
 //   +0 when c is +0: max(+0, -0) gives -0, and -0 + +0 is +0;
 //   -0 otherwise: x + -0 is x for every x, -0 and NaN included.
-// Minimum has no such number when c is -0, and keeps its general form. mend depends on c
-// alone, so a loop computes it once.
+// The sums assume rounding to nearest, as every xlite kernel does (toward -inf, +0 + -0 is
+// -0). Minimum has no such number when c is -0, and keeps its general form. mend is made
+// from c's bits without a branch, so that g++ -O2 computes it once, outside a loop: as a
+// choice of branches it stayed in the loop, which -O3 alone unswitched.
 template <bool ScalarFirst, class B>
 B maximum_with_number(const B& v, typename B::value_type c) {
   using T = typename B::value_type;
   if constexpr (std::is_floating_point_v<T> && x86_max_v<typename B::arch_type>) {
-    const T mend = std::isnan(c) ? c : c == T(0) && !std::signbit(c) ? T(0) : -T(0);
+    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    constexpr Bits sign = Bits{1} << (8 * sizeof(T) - 1);
+    constexpr Bits infinity = std::bit_cast<Bits>(std::numeric_limits<T>::infinity());
+    const Bits bits = std::bit_cast<Bits>(c);
+    const bool nan = (bits & ~sign) > infinity;
+    const T mend = std::bit_cast<T>(nan ? bits : bits == 0 ? Bits{0} : sign);
     const B greater = xsimd::max(B(c), v);
     return ScalarFirst ? B(mend) + greater : greater + B(mend);
   } else {
