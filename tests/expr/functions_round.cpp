@@ -25,8 +25,8 @@ constexpr double qnan = std::numeric_limits<double>::quiet_NaN();
 // Operands for decltype alone.
 const tensor<float>& floats();
 const tensor<int>& ints();
-template <class E>
-constexpr std::size_t number_operand_of = xlite::expr::bound<E>::number_operand();
+template <class E, std::size_t I>
+constexpr bool takes_number = xlite::expr::bound<E>::template takes_number<I>();
 
 template <class F>
 void piecewise_ops(F&& f) {
@@ -103,20 +103,23 @@ TEST_CASE("functions: special values of min max clamp relu floor ceil round (NaN
   run(double{});
 }
 
-// max(x, c), max(c, x) and clamp(x, c, hi) with a number c take a shorter form on x86
-// (kernels::detail::maximum_with_number). For every pairing of special values, on every
-// path, each must give the bits of the same op over a tensor filled with c, and IEEE
-// 754-2019's maximum: NaN if either operand is, -0 below +0. Which NaN is not promised:
-// g++ may swap the operands of the a + b that makes it, on every path.
-TEST_CASE("functions: max and clamp against a number give the bits of the tensor form", "[functions][special]") {
-  // The number operand is known from the expression's type, and its form taken for floats:
-  // the operand count where there is none.
-  static_assert(number_operand_of<decltype(xlite::max(floats(), 1.0f))> == 1);
-  static_assert(number_operand_of<decltype(xlite::max(1.0f, floats()))> == 0);
-  static_assert(number_operand_of<decltype(xlite::clamp(floats(), 0.0f, 1.0f))> == 1);
-  static_assert(number_operand_of<decltype(xlite::max(floats(), floats()))> == 2);
-  static_assert(number_operand_of<decltype(xlite::clamp(floats(), floats(), 1.0f))> == 3);
-  static_assert(number_operand_of<decltype(xlite::max(ints(), 1))> == 2);
+// max and min with a number c, and clamp with number bounds, take shorter forms on x86
+// (kernels::detail::maximum_with_number, minimum_with_number). For every pairing of
+// special values, on every path, each must give the bits of the same op over a tensor
+// filled with c, and IEEE 754-2019's maximum and minimum: NaN if either operand is, -0
+// below +0. Which NaN is not promised: g++ may swap the operands of the a + b that makes
+// it, on every path.
+TEST_CASE("functions: max, min and clamp against a number give the bits of the tensor form", "[functions][special]") {
+  // Which operands are numbers that the node takes so is known from the expression's type.
+  static_assert(takes_number<decltype(xlite::max(floats(), 1.0f)), 1>);
+  static_assert(!takes_number<decltype(xlite::max(floats(), 1.0f)), 0>);
+  static_assert(takes_number<decltype(xlite::min(1.0f, floats())), 0>);
+  static_assert(takes_number<decltype(xlite::clamp(floats(), 0.0f, 1.0f)), 1>);
+  static_assert(takes_number<decltype(xlite::clamp(floats(), 0.0f, 1.0f)), 2>);
+  static_assert(takes_number<decltype(xlite::clamp(floats(), floats(), 1.0f)), 2>);
+  static_assert(!takes_number<decltype(xlite::clamp(floats(), floats(), 1.0f)), 1>);
+  static_assert(!takes_number<decltype(xlite::max(floats(), floats())), 1>);
+  static_assert(!takes_number<decltype(xlite::max(ints(), 1)), 1>);
 
   const auto run = [](auto type) {
     using T = decltype(type);
@@ -147,24 +150,34 @@ TEST_CASE("functions: max and clamp against a number give the bits of the tensor
       }
       return true;
     };
+    // IEEE's maximum (Max) or minimum of v and c: a NaN, or the value with the sign of
+    // zero that orders -0 below +0.
+    const auto check_ieee = [&]<bool Max>(const tensor<T>& got, T c) {
+      for (std::int64_t i = 0; i < x.size(); ++i) {
+        const T v = x.data()[i], r = got.data()[i];
+        INFO((Max ? "max" : "min") << " of " << bits_text(v) << " gave " << bits_text(r));
+        if (std::isnan(v) || std::isnan(c)) {
+          CHECK(std::isnan(r));
+        } else {
+          CHECK(r == (Max ? std::max(v, c) : std::min(v, c)));
+          CHECK(std::signbit(r) == (Max ? std::signbit(v) && std::signbit(c) : std::signbit(v) || std::signbit(c)));
+        }
+      }
+    };
     for_each_isa_path([&](xlite::isa) {
       for (const T c : values) {
         INFO(path_name() << ", the number " << bits_text(c) << " (bits " << std::hex << std::bit_cast<Bits>(c) << ")");
         const tensor<T> filled(x.shape(), c);
-        const tensor<T> right = xlite::max(x, c), left = xlite::max(c, x);
-        CHECK(same_bits(right, xlite::max(x, filled)));
-        CHECK(same_bits(left, xlite::max(filled, x)));
+        const tensor<T> max_right = xlite::max(x, c), min_right = xlite::min(x, c);
+        CHECK(same_bits(max_right, xlite::max(x, filled)));
+        CHECK(same_bits(xlite::max(c, x), xlite::max(filled, x)));
+        CHECK(same_bits(min_right, xlite::min(x, filled)));
+        CHECK(same_bits(xlite::min(c, x), xlite::min(filled, x)));
         CHECK(same_bits(xlite::clamp(x, c, T(0.75)), xlite::clamp(x, filled, T(0.75))));
-        for (std::int64_t i = 0; i < x.size(); ++i) {
-          const T v = x.data()[i];
-          INFO("max of " << bits_text(v) << " and it gave " << bits_text(right.data()[i]));
-          if (std::isnan(v) || std::isnan(c)) {
-            CHECK(std::isnan(right.data()[i]));
-          } else {
-            CHECK(right.data()[i] == std::max(v, c));
-            CHECK(std::signbit(right.data()[i]) == (std::signbit(v) && std::signbit(c)));
-          }
-        }
+        CHECK(same_bits(xlite::clamp(x, T(-0.75), c), xlite::clamp(x, T(-0.75), filled)));
+        CHECK(same_bits(xlite::clamp(x, c, c), xlite::clamp(x, filled, filled)));
+        check_ieee.template operator()<true>(max_right, c);
+        check_ieee.template operator()<false>(min_right, c);
       }
     });
   };

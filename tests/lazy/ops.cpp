@@ -118,10 +118,13 @@ TEST_CASE("binary and ternary ops broadcast as the static layer does", "[lazy][o
       CHECK(same_bits(lazy::maximum(la, lb).to_host<float>(), xlite::tensor<float>(xlite::max(a, b))));
       CHECK(same_bits(lazy::fma(la, lb, lc).to_host<float>(), xlite::tensor<float>(xlite::fma(a, b, c))));
       CHECK(same_bits(lazy::clamp(la, -lc, lc).to_host<float>(), xlite::tensor<float>(xlite::clamp(a, -c, c))));
-      // Against a number the static layer takes a shorter maximum (maximum_with_number), the
-      // lazy one its general form; a * 0 is +0 or -0, so that ties of signed zeros occur.
+      // Against a number the static layer takes shorter forms (maximum_with_number,
+      // minimum_with_number), the lazy one the general ones; a * 0 is +0 or -0, so that
+      // ties of signed zeros occur.
       CHECK(same_bits(lazy::max(la * 0.0f, 0.0f).to_host<float>(), xlite::tensor<float>(xlite::max(a * 0.0f, 0.0f))));
       CHECK(same_bits(lazy::max(-0.0f, la * 0.0f).to_host<float>(), xlite::tensor<float>(xlite::max(-0.0f, a * 0.0f))));
+      CHECK(same_bits(lazy::min(la * 0.0f, -0.0f).to_host<float>(), xlite::tensor<float>(xlite::min(a * 0.0f, -0.0f))));
+      CHECK(same_bits(lazy::min(0.0f, la * 0.0f).to_host<float>(), xlite::tensor<float>(xlite::min(0.0f, a * 0.0f))));
       CHECK(same_bits(lazy::max(la, 0.5f).to_host<float>(), xlite::tensor<float>(xlite::max(a, 0.5f))));
       CHECK(
           same_bits(lazy::clamp(la, -1.0f, 1.0f).to_host<float>(), xlite::tensor<float>(xlite::clamp(a, -1.0f, 1.0f))));

@@ -480,18 +480,21 @@ struct bound<node<O, T, Operands...>> {
     return compute_of<Arch, L, Contiguous>(j, context, std::index_sequence_for<Operands...>{});
   }
 
-  // The operand that a maximum takes against a number, known to be one when the expression
-  // is built: max's scalar operand beside a non-scalar, or clamp's lower bound beside a
-  // non-scalar x (clamp is minimum(maximum(x, lo), hi)). Else the operand count: none.
-  static constexpr std::size_t number_operand() {
+  // Whether operand I is a number that the op takes by kernels::detail::maximum_with_number
+  // or minimum_with_number, known from the expression's type: for max and min, a scalar
+  // beside a non-scalar; for clamp, a scalar bound (lo, I = 1, or hi, I = 2) of a
+  // non-scalar x. Floating point only.
+  template <std::size_t I>
+  static constexpr bool takes_number() {
     using Types = std::tuple<Operands...>;
-    if constexpr (std::is_floating_point_v<T> && (O == op::maximum || O == op::clamp)) {
-      constexpr bool first = is_scalar_leaf_v<std::tuple_element_t<0, Types>>;
-      constexpr bool second = is_scalar_leaf_v<std::tuple_element_t<1, Types>>;
-      if constexpr (second && !first) return 1;
-      if constexpr (O == op::maximum && first && !second) return 0;
+    if constexpr (!std::is_floating_point_v<T> || I >= sizeof...(Operands)) {
+      return false;
+    } else if constexpr (O == op::maximum || O == op::minimum) {
+      return is_scalar_leaf_v<std::tuple_element_t<I, Types>> && !is_scalar_leaf_v<std::tuple_element_t<1 - I, Types>>;
+    } else {
+      return O == op::clamp && I > 0 && is_scalar_leaf_v<std::tuple_element_t<I, Types>> &&
+             !is_scalar_leaf_v<std::tuple_element_t<0, Types>>;
     }
-    return sizeof...(Operands);
   }
 
 private:
@@ -511,23 +514,33 @@ private:
     }
   }
 
-  // The op's value, by its functor, or against a number by maximum_with_number, which
-  // gives the functor's bits (but for which NaN) in fewer instructions (max(x, 0), clamp(x,
-  // lo, hi)).
+  // The op's value, by its functor, or by bounded where an operand is a number.
   template <class Arch, class L, bool Contiguous, class Context, std::size_t... I>
   auto op_value(std::int64_t j, Context& context, std::index_sequence<I...>) const {
-    constexpr std::size_t number = number_operand();
-    if constexpr (number < sizeof...(Operands) && !std::is_same_v<Arch, kernels::scalar_arch>) {
-      constexpr std::size_t other = number == 0 ? 1 : 0;
+    constexpr bool simd = !std::is_same_v<Arch, kernels::scalar_arch>;
+    if constexpr (simd && (O == op::maximum || O == op::minimum) && (takes_number<0>() || takes_number<1>())) {
+      constexpr std::size_t other = takes_number<0>() ? 1 : 0;
       const auto x = value_at<Arch, L, Contiguous>(std::get<other>(operands), j, context);
-      const auto greater = kernels::detail::maximum_with_number<number == 0>(x, std::get<number>(operands).value);
-      if constexpr (O == op::clamp) {
-        return kernels::detail::minimum(greater, value_at<Arch, L, Contiguous>(std::get<2>(operands), j, context));
-      } else {
-        return greater;
-      }
+      return bounded<O, 1 - other, Arch, L, Contiguous>(x, j, context);
+    } else if constexpr (simd && O == op::clamp && (takes_number<1>() || takes_number<2>())) {
+      const auto x = value_at<Arch, L, Contiguous>(std::get<0>(operands), j, context);
+      return bounded<op::minimum, 2, Arch, L, Contiguous>(bounded<op::maximum, 1, Arch, L, Contiguous>(x, j, context),
+                                                          j, context);
     } else {
       return kernels::elementwise<O>{}(value_at<Arch, L, Contiguous>(std::get<I>(operands), j, context)...);
+    }
+  }
+
+  // maximum or minimum (Bound) of x and operand N: in fewer instructions where N is a
+  // number, with the same bits but for which NaN.
+  template <op Bound, std::size_t N, class Arch, class L, bool Contiguous, class Context, class V>
+  V bounded(const V& x, std::int64_t j, Context& context) const {
+    if constexpr (takes_number<N>() && Bound == op::maximum) {
+      return kernels::detail::maximum_with_number(x, std::get<N>(operands).value);
+    } else if constexpr (takes_number<N>()) {
+      return kernels::detail::minimum_with_number(x, std::get<N>(operands).value);
+    } else {
+      return kernels::elementwise<Bound>{}(x, V(value_at<Arch, L, Contiguous>(std::get<N>(operands), j, context)));
     }
   }
 };

@@ -134,42 +134,59 @@ V maximum(const V& a, const V& b) {
   return ieee_min_max<true>(a, b);
 }
 
-// Whether arch A's max is x86's, from SSE2 to AVX-512 (three families in xsimd, none
-// derived from another): max(a, b) is b on a tie and wherever either is NaN.
+// Whether arch A's max and min are x86's, from SSE2 to AVX-512 (three families in xsimd,
+// none derived from another): max(a, b) and min(a, b) are b on a tie and wherever either
+// is NaN.
 template <class A>
-inline constexpr bool x86_max_v =
+inline constexpr bool x86_min_max_v =
 #if XSIMD_WITH_SSE2
     std::is_base_of_v<xsimd::sse2, A> || std::is_base_of_v<xsimd::avx, A> || std::is_base_of_v<xsimd::avx512f, A>;
 #else
     false;
 #endif
 
-// maximum(v, c), or maximum(c, v) where ScalarFirst, for a floating-point batch v and a
-// number c: maximum's bits (but for which NaN, which neither form promises), in two
-// instructions on x86, where maximum takes three on AVX-512 and eight on AVX2. x86's
-// max(c, v) is the greater, but v on a tie (+0 and -0) and wherever either is NaN; adding
-// `mend` puts those lanes right and leaves the others:
-//   c when c is NaN: the sum is NaN, as maximum's a + b;
-//   +0 when c is +0: max(+0, -0) gives -0, and -0 + +0 is +0;
-//   -0 otherwise: x + -0 is x for every x, -0 and NaN included.
-// The sums assume rounding to nearest, as every xlite kernel does (toward -inf, +0 + -0 is
-// -0). Minimum has no such number when c is -0, and keeps its general form. mend is made
-// from c's bits without a branch, so that g++ -O2 computes it once, outside a loop: as a
-// choice of branches it stayed in the loop, which -O3 alone unswitched.
-template <bool ScalarFirst, class B>
+// maximum and minimum of a floating-point batch v and a number c: their bits (but for
+// which NaN, which neither form promises) in two instructions on x86, where the general
+// forms take three on AVX-512 and eight on AVX2. x86's max(c, v) and min(c, v) are right
+// but v on a tie (+0 and -0) and wherever either is NaN; a number `mend`, made from c
+// alone, puts those lanes right and leaves the others:
+// - maximum adds it: c when c is NaN (the sum is NaN, as maximum's a + b); +0 when c is +0
+//   (max(+0, -0) gives -0, and -0 + +0 is +0); else -0, as x + -0 is x for every x. The
+//   sums assume rounding to nearest, as every xlite kernel does.
+// - minimum ORs it in: c's bits when c is NaN (a NaN or'd with anything is one); the sign
+//   bit when c is -0 (min(-0, +0) gives +0; every other result is then -0, below zero or
+//   NaN, which the sign bit leaves so); else nothing.
+// mend comes from c's bits without a branch, so that g++ -O2 computes it once, outside a
+// loop: as a choice of branches it stayed in the loop, which -O3 alone unswitched.
+template <class T>
+struct number_bits {
+  using bits_type = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  static constexpr bits_type sign = bits_type{1} << (8 * sizeof(T) - 1);
+  bits_type bits;
+  bool nan() const { return (bits & ~sign) > std::bit_cast<bits_type>(std::numeric_limits<T>::infinity()); }
+};
+
+template <class B>
 B maximum_with_number(const B& v, typename B::value_type c) {
   using T = typename B::value_type;
-  if constexpr (std::is_floating_point_v<T> && x86_max_v<typename B::arch_type>) {
-    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-    constexpr Bits sign = Bits{1} << (8 * sizeof(T) - 1);
-    constexpr Bits infinity = std::bit_cast<Bits>(std::numeric_limits<T>::infinity());
-    const Bits bits = std::bit_cast<Bits>(c);
-    const bool nan = (bits & ~sign) > infinity;
-    const T mend = std::bit_cast<T>(nan ? bits : bits == 0 ? Bits{0} : sign);
-    const B greater = xsimd::max(B(c), v);
-    return ScalarFirst ? B(mend) + greater : greater + B(mend);
+  if constexpr (std::is_floating_point_v<T> && x86_min_max_v<typename B::arch_type>) {
+    const number_bits<T> n{std::bit_cast<typename number_bits<T>::bits_type>(c)};
+    const T mend = std::bit_cast<T>(n.nan() ? n.bits : n.bits == 0 ? decltype(n.bits){0} : n.sign);
+    return xsimd::max(B(c), v) + B(mend);
   } else {
-    return ScalarFirst ? maximum(B(c), v) : maximum(v, B(c));
+    return maximum(v, B(c));
+  }
+}
+
+template <class B>
+B minimum_with_number(const B& v, typename B::value_type c) {
+  using T = typename B::value_type;
+  if constexpr (std::is_floating_point_v<T> && x86_min_max_v<typename B::arch_type>) {
+    const number_bits<T> n{std::bit_cast<typename number_bits<T>::bits_type>(c)};
+    const T mend = std::bit_cast<T>(n.nan() || n.bits == n.sign ? n.bits : decltype(n.bits){0});
+    return xsimd::min(B(c), v) | B(mend);
+  } else {
+    return minimum(v, B(c));
   }
 }
 
