@@ -24,6 +24,7 @@ constexpr double qnan = std::numeric_limits<double>::quiet_NaN();
 
 // Operands for decltype alone.
 const tensor<float>& floats();
+const tensor<double>& doubles();
 const tensor<int>& ints();
 template <class E, std::size_t I>
 constexpr bool takes_number = xlite::expr::bound<E>::template takes_number<I>();
@@ -118,7 +119,12 @@ TEST_CASE("functions: max, min and clamp against a number give the bits of the t
   static_assert(takes_number<decltype(xlite::clamp(floats(), 0.0f, 1.0f)), 2>);
   static_assert(takes_number<decltype(xlite::clamp(floats(), floats(), 1.0f)), 2>);
   static_assert(!takes_number<decltype(xlite::clamp(floats(), floats(), 1.0f)), 1>);
+  static_assert(!takes_number<decltype(xlite::clamp(floats(), 0.0f, floats())), 2>);
+  static_assert(!takes_number<decltype(xlite::clamp(1.0f, floats(), floats())), 1>);
+  static_assert(!takes_number<decltype(xlite::clamp(1.0f, floats(), 2.0f)), 2>); // x a number: general
+  static_assert(!takes_number<decltype(xlite::max(floats(), floats())), 0>);
   static_assert(!takes_number<decltype(xlite::max(floats(), floats())), 1>);
+  static_assert(takes_number<decltype(xlite::min(doubles(), 1.0)), 1>);
   static_assert(!takes_number<decltype(xlite::max(ints(), 1)), 1>);
 
   const auto run = [](auto type) {

@@ -153,9 +153,10 @@ inline constexpr bool x86_min_max_v =
 // - maximum adds it: c when c is NaN (the sum is NaN, as maximum's a + b); +0 when c is +0
 //   (max(+0, -0) gives -0, and -0 + +0 is +0); else -0, as x + -0 is x for every x. The
 //   sums assume rounding to nearest, as every xlite kernel does.
-// - minimum ORs it in: c's bits when c is NaN (a NaN or'd with anything is one); the sign
-//   bit when c is -0 (min(-0, +0) gives +0; every other result is then -0, below zero or
-//   NaN, which the sign bit leaves so); else nothing.
+// - minimum ORs it in: c's bits when c is NaN (a NaN or'd with anything is one, maybe a
+//   signaling one: nothing quiets it); the sign bit when c is -0 (min(-0, +0) gives +0;
+//   every other result is then -0, below zero or NaN, which the sign bit leaves so); else
+//   nothing.
 // mend comes from c's bits without a branch, so that g++ -O2 computes it once, outside a
 // loop: as a choice of branches it stayed in the loop, which -O3 alone unswitched.
 template <class T>
