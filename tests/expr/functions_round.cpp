@@ -17,15 +17,16 @@ using xlite::shape;
 using xlite::tensor;
 using namespace xlite_test;
 
+// Operands for decltype alone: declared, never defined (in the anonymous namespace g++
+// would warn of that).
+template <class T>
+const tensor<T>& tensor_of();
+
 namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 constexpr double qnan = std::numeric_limits<double>::quiet_NaN();
 
-// Operands for decltype alone.
-const tensor<float>& floats();
-const tensor<double>& doubles();
-const tensor<int>& ints();
 template <class E, std::size_t I>
 constexpr bool takes_number = xlite::expr::bound<E>::template takes_number<I>();
 
@@ -112,20 +113,20 @@ TEST_CASE("functions: special values of min max clamp relu floor ceil round (NaN
 // it, on every path.
 TEST_CASE("functions: max, min and clamp against a number give the bits of the tensor form", "[functions][special]") {
   // Which operands are numbers that the node takes so is known from the expression's type.
-  static_assert(takes_number<decltype(xlite::max(floats(), 1.0f)), 1>);
-  static_assert(!takes_number<decltype(xlite::max(floats(), 1.0f)), 0>);
-  static_assert(takes_number<decltype(xlite::min(1.0f, floats())), 0>);
-  static_assert(takes_number<decltype(xlite::clamp(floats(), 0.0f, 1.0f)), 1>);
-  static_assert(takes_number<decltype(xlite::clamp(floats(), 0.0f, 1.0f)), 2>);
-  static_assert(takes_number<decltype(xlite::clamp(floats(), floats(), 1.0f)), 2>);
-  static_assert(!takes_number<decltype(xlite::clamp(floats(), floats(), 1.0f)), 1>);
-  static_assert(!takes_number<decltype(xlite::clamp(floats(), 0.0f, floats())), 2>);
-  static_assert(!takes_number<decltype(xlite::clamp(1.0f, floats(), floats())), 1>);
-  static_assert(!takes_number<decltype(xlite::clamp(1.0f, floats(), 2.0f)), 2>); // x a number: general
-  static_assert(!takes_number<decltype(xlite::max(floats(), floats())), 0>);
-  static_assert(!takes_number<decltype(xlite::max(floats(), floats())), 1>);
-  static_assert(takes_number<decltype(xlite::min(doubles(), 1.0)), 1>);
-  static_assert(!takes_number<decltype(xlite::max(ints(), 1)), 1>);
+  static_assert(takes_number<decltype(xlite::max(tensor_of<float>(), 1.0f)), 1>);
+  static_assert(!takes_number<decltype(xlite::max(tensor_of<float>(), 1.0f)), 0>);
+  static_assert(takes_number<decltype(xlite::min(1.0f, tensor_of<float>())), 0>);
+  static_assert(takes_number<decltype(xlite::clamp(tensor_of<float>(), 0.0f, 1.0f)), 1>);
+  static_assert(takes_number<decltype(xlite::clamp(tensor_of<float>(), 0.0f, 1.0f)), 2>);
+  static_assert(takes_number<decltype(xlite::clamp(tensor_of<float>(), tensor_of<float>(), 1.0f)), 2>);
+  static_assert(!takes_number<decltype(xlite::clamp(tensor_of<float>(), tensor_of<float>(), 1.0f)), 1>);
+  static_assert(!takes_number<decltype(xlite::clamp(tensor_of<float>(), 0.0f, tensor_of<float>())), 2>);
+  static_assert(!takes_number<decltype(xlite::clamp(1.0f, tensor_of<float>(), tensor_of<float>())), 1>);
+  static_assert(!takes_number<decltype(xlite::clamp(1.0f, tensor_of<float>(), 2.0f)), 2>); // x a number: general
+  static_assert(!takes_number<decltype(xlite::max(tensor_of<float>(), tensor_of<float>())), 0>);
+  static_assert(!takes_number<decltype(xlite::max(tensor_of<float>(), tensor_of<float>())), 1>);
+  static_assert(takes_number<decltype(xlite::min(tensor_of<double>(), 1.0)), 1>);
+  static_assert(!takes_number<decltype(xlite::max(tensor_of<int>(), 1)), 1>);
 
   const auto run = [](auto type) {
     using T = decltype(type);
