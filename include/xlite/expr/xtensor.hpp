@@ -62,20 +62,25 @@ template <xtensor_container C, expression E>
 void assign_to_container(C& dst, const E& e) {
   using T = typename C::value_type;
   T* const current = row_major_data(dst, "assign");
-  const std::vector<std::size_t> dims(shape_of(e).begin(), shape_of(e).end());
-  const auto has_e_shape = [&] { return std::equal(dims.begin(), dims.end(), dst.shape().begin(), dst.shape().end()); };
+  // Compared in place: a vector of e's dims for std::equal cost each call a malloc and a free,
+  // whose lines, cold after a pass over a large array, added ~100 ns to a call on any size.
+  const xlite::shape& e_shape = shape_of(e);
+  const auto has_e_shape = [&] {
+    return std::ranges::equal(e_shape, dst.shape(), [](std::int64_t a, auto b) { return std::cmp_equal(a, b); });
+  };
   const auto cannot_hold = [&] {
-    return shape_error(detail::message("assign: an expression of shape ", shape_of(e),
+    return shape_error(detail::message("assign: an expression of shape ", e_shape,
                                        " into an xtensor container or view of shape ", xlite::shape(dst.shape())));
   };
-  constexpr bool resizable = requires { dst.resize(dims); };
+  using dims_type = std::vector<std::size_t>;
+  constexpr bool resizable = requires(dims_type dims) { dst.resize(dims); };
   constexpr bool fixed_rank = requires { std::tuple_size<typename C::shape_type>::value; };
   const bool reshape = !has_e_shape();
   if (reshape) {
     if constexpr (!resizable) {
       throw cannot_hold();
     } else if constexpr (fixed_rank) {
-      if (dims.size() != std::tuple_size_v<typename C::shape_type>) throw cannot_hold();
+      if (e_shape.rank() != std::tuple_size_v<typename C::shape_type>) throw cannot_hold();
     }
   }
   // Gives dst e's shape and returns where its elements now start. The layout checked
@@ -83,7 +88,7 @@ void assign_to_container(C& dst, const E& e) {
   const auto resized = [&] {
     if constexpr (resizable) {
       if (reshape) {
-        dst.resize(dims);
+        dst.resize(dims_type(e_shape.begin(), e_shape.end()));
         if (!has_e_shape()) throw cannot_hold();
         return dst.data() + dst.data_offset();
       }
