@@ -17,6 +17,7 @@
 #include <xtensor/xtensor.hpp>
 #include <xtensor/xview.hpp>
 
+#include <array>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -137,7 +138,41 @@ TEST_CASE("xtensor: assign resizes containers and writes views in place", "[xten
   CHECK(vector(3) == 8.0f);
   xt::xtensor_fixed<float, xt::xshape<3>> fixed = {1.0f, 2.0f, 3.0f};
   CHECK_THROWS_AS(xlite::assign(fixed, xlite::adapt(xlite::as_xtensor(a)) * 2.0f), xlite::shape_error); // (4,)
+  CHECK_THROWS_AS(xlite::assign(fixed, xlite::adapt(m) * 2.0f), xlite::shape_error);                    // rank 2
   CHECK(fixed(2) == 3.0f);
+}
+
+TEST_CASE("xtensor: assign into an adaptor of memory it does not own keeps its number of elements",
+          "[xtensor][errors]") {
+  const tensor<float> a{1, 2, 3, 4, 5, 6};
+  std::array<float, 6> memory{};
+  // Another shape of the same number of elements: taken, as xtensor's own assignment takes it.
+  auto matrix = xt::adapt(memory.data(), memory.size(), xt::no_ownership(), std::vector<std::size_t>{2, 3});
+  xlite::assign(matrix, xlite::adapt(xlite::as_xtensor(a)) * 2.0f);
+  CHECK(matrix.shape() == std::vector<std::size_t>{6});
+  CHECK(memory[5] == 12.0f);
+  // Another number of elements: a shape_error naming both shapes, and the adaptor's shape and
+  // memory as they were (xtensor's resize would throw a std::runtime_error after taking the
+  // new shape), whatever the adaptor's shape type.
+  const tensor<float> b{1, 2, 3, 4};
+  const std::string message =
+      message_of<xlite::shape_error>([&] { xlite::assign(matrix, xlite::adapt(xlite::as_xtensor(b)) + 1.0f); });
+  CHECK_THAT(message, Catch::Contains("assign") && Catch::Contains("(4,)") && Catch::Contains("(6,)"));
+  CHECK(matrix.shape() == std::vector<std::size_t>{6});
+  CHECK(memory[5] == 12.0f);
+  auto vector = xt::adapt(memory.data(), memory.size(), xt::no_ownership(), std::array<std::size_t, 1>{6});
+  CHECK_THROWS_AS(xlite::assign(vector, xlite::adapt(xlite::as_xtensor(b)) + 1.0f), xlite::shape_error);
+  CHECK(vector.shape()[0] == 6);
+  CHECK(memory[0] == 2.0f);
+  // An empty expression into an empty adaptor, and a rank-0 one into an adaptor of one element.
+  auto empty = xt::adapt(memory.data(), 0, xt::no_ownership(), std::vector<std::size_t>{0, 3});
+  xlite::assign(empty, xlite::adapt(xt::xarray<float>::from_shape({3, 0})) * 2.0f);
+  CHECK(empty.shape() == std::vector<std::size_t>{3, 0});
+  auto one = xt::adapt(memory.data(), 1, xt::no_ownership(), std::vector<std::size_t>{1});
+  const tensor<float> total = xlite::sum(xlite::adapt(xlite::as_xtensor(b))); // rank 0: 10
+  xlite::assign(one, total + 0.5f);
+  CHECK(one.dimension() == 0);
+  CHECK(memory[0] == 10.5f);
 
   // A view that an operand overlaps in part, the rows above it: a loop straight into the view
   // would read the second of them after writing it (rows of 64 floats, several batches).

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <xtensor/xadapt.hpp>
+#include <xtensor/xbuffer_adaptor.hpp>
 #include <xtensor/xio.hpp>
 #include <xtensor/xlayout.hpp>
 
@@ -57,13 +58,30 @@ auto* row_major_data(C& c, const char* function) {
   return c.data() + c.data_offset();
 }
 
+// Whether a container's storage is memory it does not own (xt::adapt of a pointer with
+// xt::no_ownership): its resize throws a std::runtime_error for another number of
+// elements, after the container has taken the new shape and strides.
+template <class Storage>
+struct borrowed_buffer : std::false_type {};
+template <class CP, class A>
+struct borrowed_buffer<xt::xbuffer_adaptor<CP, xt::no_ownership, A>> : std::true_type {};
+
+template <class C>
+constexpr bool borrows_its_memory() {
+  if constexpr (requires { typename C::storage_type; }) {
+    return borrowed_buffer<std::remove_cvref_t<typename C::storage_type>>::value;
+  } else {
+    return false;
+  }
+}
+
 // assign's work, for a container it can write.
 template <xtensor_container C, expression E>
 void assign_to_container(C& dst, const E& e) {
   using T = typename C::value_type;
   T* const current = row_major_data(dst, "assign");
   // Compared in place: a vector of e's dims for std::equal cost each call a malloc and a free,
-  // whose lines, cold after a pass over a large array, added ~100 ns to a call on any size.
+  // on lines that are cold after a pass over a large array (docs/benchmarks.md, the cold rows).
   const xlite::shape& e_shape = shape_of(e);
   const auto has_e_shape = [&] {
     return std::ranges::equal(e_shape, dst.shape(), [](std::int64_t a, auto b) { return std::cmp_equal(a, b); });
@@ -73,14 +91,19 @@ void assign_to_container(C& dst, const E& e) {
                                        " into an xtensor container or view of shape ", xlite::shape(dst.shape())));
   };
   using dims_type = std::vector<std::size_t>;
-  constexpr bool resizable = requires(dims_type dims) { dst.resize(dims); };
+  constexpr bool resizable = requires { dst.resize(dims_type{}); };
   constexpr bool fixed_rank = requires { std::tuple_size<typename C::shape_type>::value; };
   const bool reshape = !has_e_shape();
   if (reshape) {
     if constexpr (!resizable) {
       throw cannot_hold();
-    } else if constexpr (fixed_rank) {
-      if (e_shape.rank() != std::tuple_size_v<typename C::shape_type>) throw cannot_hold();
+    } else {
+      if constexpr (fixed_rank) {
+        if (e_shape.rank() != std::tuple_size_v<typename C::shape_type>) throw cannot_hold();
+      }
+      if constexpr (borrows_its_memory<C>()) {
+        if (std::cmp_not_equal(e_shape.numel(), dst.size())) throw cannot_hold();
+      }
     }
   }
   // Gives dst e's shape and returns where its elements now start. The layout checked
@@ -97,7 +120,7 @@ void assign_to_container(C& dst, const E& e) {
   };
   // Whether e reads dst's memory, as it is now: resizing may free it.
   const auto current_size = static_cast<std::int64_t>(dst.size());
-  if (overlaps_operand(e, current, reshape ? current_size : shape_of(e).numel())) {
+  if (overlaps_operand(e, current, reshape ? current_size : e_shape.numel())) {
     const tensor<T> temporary = e;
     std::copy(temporary.begin(), temporary.end(), resized());
   } else {
@@ -139,7 +162,8 @@ auto as_xtensor(const tensor<T>& t) {
 // Evaluates e into an xtensor container in one fused pass, resizing it to e's shape. What
 // cannot take e's shape is a shape_error, before anything is written: a view (no resize), a
 // container of another fixed rank (xt::xtensor<T, N>), one of a fixed shape
-// (xt::xtensor_fixed, whose resize does nothing).
+// (xt::xtensor_fixed, whose resize does nothing), an adaptor of memory it does not own for
+// another number of elements (one of the same number takes e's shape).
 template <expr::xtensor_container C, expr::expression E>
 void assign(C& dst, const E& e) {
   static_cast<void>(sizeof(expr::checks::assign_needs_writable_container<C>));
