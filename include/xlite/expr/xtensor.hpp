@@ -13,6 +13,7 @@
 // an xlite::tensor) first.
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
@@ -90,9 +91,19 @@ void assign_to_container(C& dst, const E& e) {
     return shape_error(detail::message("assign: an expression of shape ", e_shape,
                                        " into an xtensor container or view of shape ", xlite::shape(dst.shape())));
   };
-  using dims_type = std::vector<std::size_t>;
-  constexpr bool resizable = requires { dst.resize(dims_type{}); };
   constexpr bool fixed_rank = requires { std::tuple_size<typename C::shape_type>::value; };
+  // e's dims as resize takes them, of e's rank (checked below for a fixed rank): an array for
+  // a fixed rank, which xtensor would otherwise copy out of a vector into an uninitialised one.
+  const auto e_dims = [&] {
+    if constexpr (fixed_rank) {
+      std::array<std::size_t, std::tuple_size_v<typename C::shape_type>> dims{};
+      std::ranges::copy(e_shape, dims.begin());
+      return dims;
+    } else {
+      return std::vector<std::size_t>(e_shape.begin(), e_shape.end());
+    }
+  };
+  constexpr bool resizable = requires { dst.resize(e_dims()); };
   const bool reshape = !has_e_shape();
   if (reshape) {
     if constexpr (!resizable) {
@@ -111,7 +122,7 @@ void assign_to_container(C& dst, const E& e) {
   const auto resized = [&] {
     if constexpr (resizable) {
       if (reshape) {
-        dst.resize(dims_type(e_shape.begin(), e_shape.end()));
+        dst.resize(e_dims());
         if (!has_e_shape()) throw cannot_hold();
         return dst.data() + dst.data_offset();
       }
