@@ -66,6 +66,33 @@ TEST_CASE("xtensor: containers and adaptors are leaves read in place", "[xtensor
   CHECK(xlite::eval(xlite::adapt(adaptor) - 1.0) == tensor<double>{0.5, 1.5, 2.5});
 }
 
+TEST_CASE("xtensor: nodes refer to a named leaf's shape, as to a tensor's, and copy a temporary leaf's", "[xtensor]") {
+  using xlite::expr::shape_of;
+  const xt::xarray<float> m = numbered_matrix();
+  const auto x = xlite::adapt(m);
+  auto y = xlite::adapt(m); // not const: the same reference
+  const auto named = x * 2.0f + y;
+  CHECK(&shape_of(named) == &shape_of(x));
+  CHECK(&shape_of(-y) == &shape_of(y));
+  const auto temporary = xlite::adapt(m) * 2.0f;
+  CHECK(&shape_of(temporary) != &shape_of(x));
+  CHECK(shape_of(temporary) == shape{3, 4});
+  const xt::xtensor<float, 1> v = {1.0f, 2.0f, 3.0f, 4.0f};
+  const auto row = xlite::adapt(v);
+  const auto broadcast = x + row; // (3, 4) + (4,): a shape of its own
+  CHECK(shape_of(broadcast) == shape{3, 4});
+  CHECK(&shape_of(broadcast) != &shape_of(x));
+  const tensor<float> got_named = named, got_temporary = temporary, got_broadcast = broadcast;
+  for (std::int64_t i = 0; i < 3; ++i) {
+    for (std::int64_t j = 0; j < 4; ++j) {
+      const auto mij = static_cast<float>(10 * i + j);
+      CHECK(got_named(i, j) == 3 * mij);
+      CHECK(got_temporary(i, j) == 2 * mij);
+      CHECK(got_broadcast(i, j) == mij + static_cast<float>(j + 1));
+    }
+  }
+}
+
 TEST_CASE("xtensor: contiguous views are leaves from their first element, not their container's", "[xtensor]") {
   const xt::xarray<float> m = numbered_matrix();
   // A row (an integer index, then all), rows (a range of step 1, then all), and an element

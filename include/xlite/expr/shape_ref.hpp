@@ -8,11 +8,13 @@
 // floats (62 against 29 ns on Zen 5; 19 ns with shape_ref): g++ copies a struct it has just
 // written in chunks of other widths than the stores, and each such load waits for the stores.
 //
-// A shape_ref points to the shape of a tensor outside the expression: a leaf over an
-// xlite::tensor, and every node whose operands all have that shape (the common case), so
-// that copying it copies a pointer. Only a shape that no tensor has (a broadcast's, an adapted
-// xtensor container's, a deferred or lazy leaf's) is held in the shape_ref itself, and copied.
-// The tensor object must outlive the expression and stay in place, not only its data.
+// A shape_ref points to a shape outside the expression: a tensor's for a leaf over an
+// xlite::tensor, a named leaf's for an operand that is one (`auto x = xlite::adapt(c);` then
+// `x * 2`), and that of the operands for every node whose operands all have one shape (the
+// common case), so that copying it copies a pointer. Only a shape that nothing outside has (a
+// broadcast's, a temporary adapted container's, a deferred or lazy leaf's) is held in the
+// shape_ref itself, and copied. The tensor object, or the named leaf, must outlive the
+// expression and stay in place, not only its data.
 
 #include <memory>
 

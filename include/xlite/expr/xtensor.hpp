@@ -151,7 +151,8 @@ struct assign_needs_writable_container {
 } // namespace expr
 
 // An xtensor container as a leaf of an xlite expression, reading its memory in place. Keep
-// the container alive while the expression lives, as for a tensor.
+// the container alive while the expression lives, as for a tensor, and the leaf too where it
+// has a name: an expression built from `auto x = xlite::adapt(c);` refers to x's shape.
 template <expr::xtensor_container C>
 auto adapt(const C& c) {
   using T = typename C::value_type;
