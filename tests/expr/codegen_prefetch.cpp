@@ -1,4 +1,4 @@
-// Compiled to assembly, not run, by check_prefetch_codegen.cmake: an evaluation large enough
+// Compiled to assembly, not run, by check_run_row_codegen.cmake: an evaluation large enough
 // to stream runs run_row, whose loop must hold the prefetches of kernels::prefetch_ahead.
 #include <xlite/expr.hpp>
 
