@@ -49,7 +49,7 @@ tensor_owner<T> to_operand(tensor<T>&& t) {
 // A named leaf over memory (`auto x = xlite::adapt(c);`) is referred to, as a named tensor
 // is, and as xtensor's expressions refer to a named adaptor: a node over it points to the
 // leaf's shape instead of copying 72 bytes into itself and every node above. A temporary
-// leaf is copied. (Cold, on 256 floats, e2 and e3 took 40-130 ns less a call.)
+// leaf is copied. (Cold, on 256 floats, e2 and e3 took 50-140 ns less a call.)
 template <class E>
 inline constexpr bool is_named_tensor_ref_v = false;
 template <class T>

@@ -6,7 +6,8 @@
 // memory (tensor_ref) or, when the tensor was a temporary, owns it (tensor_owner), so
 // `auto e = x + make_tensor();` does not dangle. A leaf over an lvalue tensor does: keep
 // the tensor alive while the expression lives, or call eval(e). Leaves and nodes carry their
-// shape as a shape_ref (expr/shape_ref.hpp): a pointer to a tensor's shape where one has it.
+// shape as a shape_ref (expr/shape_ref.hpp): a pointer to a tensor's shape, or to a named
+// leaf's (`auto x = xlite::adapt(c);`), where one has it.
 
 #include <cstddef>
 #include <cstdint>

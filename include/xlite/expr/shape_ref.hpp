@@ -27,7 +27,8 @@ public:
   // Holds a copy of `s`.
   explicit shape_ref(const xlite::shape& s) noexcept : outside_(nullptr) { std::construct_at(&own_, s); }
 
-  // Refers to `s`, the shape of a tensor that outlives every copy of this shape_ref.
+  // Refers to `s`, the shape of a tensor or of a named leaf, which outlives every copy of this
+  // shape_ref.
   static shape_ref to(const xlite::shape& s) noexcept { return shape_ref(&s); }
 
   shape_ref(const shape_ref& other) noexcept : outside_(other.outside_) {
