@@ -147,8 +147,9 @@ TEST_CASE("assign: eval of a tensor is a copy, or the temporary itself", "[assig
 
 // An expression carries its shape by reference to a tensor's where one has it, else as a copy
 // of its own (expr/shape_ref.hpp): a broadcast's, a temporary adapted xtensor container's, a
-// temporary tensor's held by the expression. Each kind must survive the copies and moves of building and
-// returning an expression after the original is gone (the sanitizer build checks the reads).
+// temporary tensor's held by the expression. Each kind must survive the copies and moves of
+// building and returning an expression after the original is gone (the sanitizer build checks
+// the reads).
 TEST_CASE("assign: an expression returned from where it was built keeps the shapes of its nodes and leaves",
           "[assign]") {
   const tensor<float> m{{1, 2, 3}, {4, 5, 6}};

@@ -69,9 +69,9 @@ template <class S>
 requires is_plain_scalar_v<S> scalar<S> to_operand(S s) { return {s}; }
 
 // Within one call of a builder: an expression argument itself, by reference, else the
-// operand a tensor, a named leaf or a number makes. Builders pass operands on by reference, so that a
-// node copies each operand once, into itself: every copy of a subexpression copies each
-// of its shapes (expr/shape_ref.hpp), which made most of the code that builds E3.
+// operand a tensor, a named leaf or a number makes. Builders pass operands on by reference,
+// so that a node copies each operand once, into itself: every copy of a subexpression copies
+// each of its shapes (expr/shape_ref.hpp), which made most of the code that builds E3.
 template <class A>
 decltype(auto) operand_of(A&& a) {
   if constexpr (expression<A> && !is_named_tensor_ref_v<A>) {
