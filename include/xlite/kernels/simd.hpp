@@ -285,8 +285,8 @@ inline bool streaming_pays(std::size_t output_bytes) {
 // 18-24% faster on one thread and 9-21% on two; e1, e2 and e4 came out between 5% slower
 // and 19% faster, within the runs' spread (docs/benchmarks.md). On
 // AMD's such requests cost: 2 KiB ahead into L1 took Zen 4 15-20% longer on e2 and e4,
-// 1 KiB into L2 took Zen 5 10-29% longer on every case (docs/architecture.md). Other CPUs
-// have not been measured, and keep the plain loop.
+// 1 KiB into L2 took Zen 5 10-29% longer on every case, 2 KiB into L1 cost it e1 and x * y
+// up to 10% (docs/architecture.md). Other CPUs, not measured, keep the plain loop.
 constexpr bool prefetch_pays_on(const cpu_features& cpu) noexcept { return cpu.vendor == cpu_vendor::intel; }
 
 // prefetch_pays_on this CPU, unless XLITE_PREFETCH=0|1 says otherwise (read once).
