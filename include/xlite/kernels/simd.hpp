@@ -283,9 +283,9 @@ inline bool streaming_pays(std::size_t output_bytes) {
 // Rapids) under KVM: the hardware prefetcher alone fell behind, the more so the more an
 // element costs, and over 2^26 floats asking ahead made e3 = exp(-x * x) * y + tanh(w)
 // 18-24% faster on one thread and 9-21% on two; e1, e2 and e4 came out between 5% slower
-// and 19% faster, within the runs' spread (docs/benchmarks.md). On
-// AMD's such requests cost: 2 KiB ahead into L1 took Zen 4 15-20% longer on e2 and e4,
-// 1 KiB into L2 took Zen 5 10-29% longer on every case, 2 KiB into L1 cost it e1 and x * y
+// and 19% faster, within the runs' spread (docs/benchmarks.md). On AMD's they did not pay:
+// 2 KiB ahead into L1 took Zen 4 15-20% longer on e2 and e4; 1 KiB into L2 took Zen 5 10-29%
+// longer on every case, and 2 KiB into L1 sped its e3 up 8-20% at times but cost e1 and x * y
 // up to 10% (docs/architecture.md). Other CPUs, not measured, keep the plain loop.
 constexpr bool prefetch_pays_on(const cpu_features& cpu) noexcept { return cpu.vendor == cpu_vendor::intel; }
 
