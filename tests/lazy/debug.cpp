@@ -19,13 +19,15 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "capture_stderr.hpp"
+#include "profile_reader.hpp"
 #include "xlite/lazy.hpp"
 
 using namespace xlite;
 using xlite_test::captured_errors;
+using xlite_test::named;
+using xlite_test::nested_in;
+using xlite_test::read_profile;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
@@ -327,28 +329,17 @@ TEST_CASE("a profile of training-shaped steps shows each part on its track, and 
   profiler::stop();
   CHECK(std::isfinite(checksum));
 
-  std::ifstream in(file);
-  const auto profile = nlohmann::json::parse(in);
-  fs::remove(file);
-  std::map<std::int64_t, std::string> track_names;
-  for (const auto& e : profile["traceEvents"]) {
-    if (e["ph"] == "M" && e["name"] == "thread_name") track_names[e["tid"]] = e["args"]["name"];
-  }
-  struct interval {
-    std::string name;
-    double begin, end;
-  };
-  std::map<std::string, std::vector<interval>> by_track;
-  for (const auto& e : profile["traceEvents"]) {
-    if (e["ph"] != "X") continue;
-    const double ts = e["ts"];
-    by_track[track_names.at(e["tid"])].push_back({e["name"], ts, ts + e["dur"].get<double>()});
-  }
+  auto by_track = read_profile(file);
   for (const char* track : {"host: tracing", "host: compile", "device cpu:0", "transfers", "user"}) {
     INFO(track);
     CHECK(by_track.count(track) == 1);
   }
-  CHECK(by_track["device cpu:0"].size() >= 9); // eight steps and the sum
+  const auto executions = named(by_track["device cpu:0"], "execute");
+  CHECK(executions.size() >= 9); // eight steps and the sum
+  // Within each execution, its kernels: the two matmuls of each step among them.
+  const auto matmuls = named(by_track["device cpu:0"], "matmul float32(192, 192)");
+  CHECK(matmuls.size() == 16);
+  CHECK(nested_in(matmuls, executions));
   CHECK(by_track["user"].size() == 8);
   // Each step's trace holds its data loading, the first step's too (since the profile began).
   std::size_t traces = 0;
@@ -365,7 +356,7 @@ TEST_CASE("a profile of training-shaped steps shows each part on its track, and 
   }
   INFO(timeline.str());
   bool overlapped = false;
-  for (const auto& run : by_track["device cpu:0"]) {
+  for (const auto& run : executions) {
     for (const auto& trace : by_track["host: tracing"]) {
       if (trace.name == "trace" && trace.begin < run.end && run.begin < trace.end) overlapped = true;
     }

@@ -4,10 +4,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <numeric>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "../runtime/eight_devices.hpp"
+#include "profile_reader.hpp"
 
 using Catch::Matchers::Contains;
 using xlite::reduce_type;
@@ -320,4 +324,28 @@ TEST_CASE("replicas: collectives name only replicas, and take the replica's own 
     CHECK_THAT(messages[3 * r + 2],
                Contains("passed a tensor on cpu:7; a replica's collectives take its own device's"));
   }
+}
+
+TEST_CASE("replicas: a profile draws each collective on the row of every device that takes part",
+          "[replicas][profiler]") {
+  use_eight_devices();
+  const auto file =
+      std::filesystem::temp_directory_path() / ("xlite-profile-collectives-" + std::to_string(::getpid()) + ".json");
+  xlite::profiler::start(file);
+  xlite::spawn([](std::int64_t k) {
+    const auto x = tensor::from(xlite::tensor<float>(shape{4, 2}, static_cast<float>(k)));
+    const tensor total = xlite::all_reduce(reduce_type::sum, x);
+    xlite::mark_step();
+    (void)total.to_host<float>();
+  });
+  xlite::profiler::stop();
+  auto by_track = xlite_test::read_profile(file);
+  for (std::int64_t k = 0; k < 8; ++k) {
+    const std::string track = "device cpu:" + std::to_string(k);
+    INFO(track);
+    const auto collectives = xlite_test::named(by_track[track], "all_reduce float32(4, 2)");
+    CHECK(collectives.size() == 1);
+    CHECK(xlite_test::nested_in(collectives, xlite_test::named(by_track[track], "execute")));
+  }
+  CHECK(by_track.count("collectives") == 0); // the program's own row: xlite draws nothing there
 }
