@@ -87,15 +87,6 @@ TEST_CASE("gemm computes a last panel of every row count, and only its rows", "[
               << ", beta " << g.beta);
     const std::vector<float> fused = naive_chain(g, true);
     const std::vector<float> unfused = naive_chain(g, false);
-    const auto only_c_written = [&](const std::vector<float>& c) {
-      std::vector<float> expected = g.c;
-      for (std::int64_t p = 0; p < g.batch; ++p) {
-        for (std::int64_t i = 0; i < g.m; ++i) {
-          for (std::int64_t j = 0; j < g.n; ++j) expected[g.c_index(p, i, j)] = c[g.c_index(p, i, j)];
-        }
-      }
-      return same_bits(c, expected);
-    };
     std::vector<float> first_bf16;
     for (const isa path : xlite_test::kernel_paths()) {
       INFO("path " << path);
@@ -108,11 +99,44 @@ TEST_CASE("gemm computes a last panel of every row count, and only its rows", "[
       std::vector<float> c = g.c;
       gemm(args_of<float, float>(g, g.a.data(), g.b.data(), c.data(), gemm_precision::bf16));
       check_against_double(g, c, true, false);
-      CHECK(only_c_written(c));
+      CHECK(writes_only_c(g, c));
       if (first_bf16.empty()) {
         first_bf16 = c;
       } else if (path != isa::amx) { // see the bf16 test above
         CHECK(same_bits(c, first_bf16));
+      }
+    }
+  }
+}
+
+TEST_CASE("fp32 gemm with a vector operand is the naive float accumulation on every path and any thread count",
+          "[gemm]") {
+  // m = 1 with B not transposed, and n = 1 with A transposed and C's column contiguous, run
+  // as vector products (kernels/vector_product.hpp); the other layouts take the GEMM, which
+  // must agree as well. Lengths cross the vector widths, the register tiles (64 and 128
+  // columns) and the chunks (2048); depths cross the groups of 8 rows.
+  std::mt19937 rng(1202);
+  const std::int64_t lengths[] = {1, 5, 16, 17, 100, 128, 129, 2047, 2048, 2049, 4500};
+  const std::int64_t depths[] = {1, 7, 8, 9, 33, 300};
+  for (int trial = 0; trial < 44; ++trial) {
+    const std::int64_t length = lengths[trial % 11];
+    const std::int64_t depth = depths[std::uniform_int_distribution<int>(0, 5)(rng)];
+    const bool row = trial % 2 == 0;
+    const gemm_case g = vector_case(rng, length, depth, row, trial % 4 < 2);
+    INFO("m " << g.m << ", n " << g.n << ", k " << g.k << ", batch " << g.batch << ", trans " << g.trans_a << g.trans_b
+              << ", ldc " << g.ldc << ", alpha " << g.alpha << ", beta " << g.beta);
+    const std::vector<float> fused = naive_chain(g, true);
+    const std::vector<float> unfused = naive_chain(g, false);
+    for (const isa path : fp32_paths()) {
+      for (const std::size_t threads : {1, 3}) {
+        INFO("path " << path << ", threads " << threads);
+        xlite::scoped_max_isa cap(path);
+        xlite::thread_pool pool(threads);
+        xlite::scoped_thread_pool use(pool);
+        std::vector<float> c = g.c;
+        gemm(args_of<float, float>(g, g.a.data(), g.b.data(), c.data(), gemm_precision::fp32));
+        CHECK(same_bits(c, path == isa::portable ? unfused : fused));
+        CHECK(writes_only_c(g, c));
       }
     }
   }
@@ -359,9 +383,10 @@ TEST_CASE("gemm's epilogue sees every region of C once, after C is final", "[gem
   // n = 1000 is wider than every path's column block (the blocked order), n = 70 narrower
   // (rows first), and m = 40 on two threads too few rows to share (the blocked order, its
   // threads splitting columns); k = 2100 is three k blocks, so the last one must be the
-  // one that calls it.
-  for (const auto& [threads, m, n] : {std::tuple{1, 333, 1000}, std::tuple{2, 333, 1000}, std::tuple{1, 333, 70},
-                                      std::tuple{2, 333, 70}, std::tuple{2, 40, 70}}) {
+  // one that calls it. m = 1 is a vector product, in chunks of C's row.
+  for (const auto& [threads, m, n] :
+       {std::tuple{1, 333, 1000}, std::tuple{2, 333, 1000}, std::tuple{1, 333, 70}, std::tuple{2, 333, 70},
+        std::tuple{2, 40, 70}, std::tuple{1, 1, 5000}, std::tuple{2, 1, 5000}}) {
     INFO("threads " << threads << ", m " << m << ", n " << n);
     xlite::thread_pool pool(static_cast<std::size_t>(threads));
     xlite::scoped_thread_pool use(pool);

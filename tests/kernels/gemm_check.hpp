@@ -91,6 +91,23 @@ inline gemm_case random_case(std::mt19937& rng, std::int64_t max_size) {
   return random_case_of_size(rng, m, n, k);
 }
 
+// A product with a vector: one row of C (m = 1) or one column (n = 1), `length` long. In
+// the vector layout (B not transposed for a row; A transposed and C's column contiguous
+// for a column) gemm runs it as a vector product; otherwise as any GEMM.
+inline gemm_case vector_case(std::mt19937& rng, std::int64_t length, std::int64_t depth, bool row, bool vector_layout) {
+  gemm_case g =
+      row ? random_case_of_size(rng, 1, length, depth)
+          : random_case_of_size(rng, length, 1, depth, vector_layout ? std::optional<bool>(true) : std::nullopt);
+  if (row && vector_layout) { // B as stored k x n: as large as it was transposed
+    g.trans_b = false;
+    g.ldb = g.n;
+  }
+  if (!row && vector_layout) g.ldc = 1;
+  g.stride_c = g.m * g.ldc + 1;
+  g.c.resize(static_cast<std::size_t>(g.batch * g.stride_c + 1), 3.0f);
+  return g;
+}
+
 template <class In, class Out>
 gemm_args<In, Out> args_of(const gemm_case& g, const In* a, const In* b, Out* c, gemm_precision precision) {
   return {.m = g.m, .n = g.n, .k = g.k, .a = a, .lda = g.lda, .trans_a = g.trans_a ? transpose::yes : transpose::no,
@@ -135,6 +152,18 @@ inline void check_against_double(const gemm_case& g, const std::vector<float>& c
 
 inline bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+// Whether c differs from the problem's C only in C's elements: the padding between rows
+// and between batches, and anything after the last batch, kept their values.
+inline bool writes_only_c(const gemm_case& g, const std::vector<float>& c) {
+  std::vector<float> expected = g.c;
+  for (std::int64_t p = 0; p < g.batch; ++p) {
+    for (std::int64_t i = 0; i < g.m; ++i) {
+      for (std::int64_t j = 0; j < g.n; ++j) expected[g.c_index(p, i, j)] = c[g.c_index(p, i, j)];
+    }
+  }
+  return same_bits(c, expected);
 }
 
 // The C of a problem, computed as the paths promise, by a naive loop: one float

@@ -51,6 +51,7 @@
 #include "xlite/kernels/gemm_microkernel.hpp"
 #include "xlite/kernels/gemm_pack.hpp"
 #include "xlite/kernels/intrinsics.hpp"
+#include "xlite/kernels/vector_product.hpp"
 
 namespace xlite::kernels {
 
@@ -258,6 +259,7 @@ struct portable_path : path_traits<portable_path<Steps>, float, 4, 16, Steps, 25
                     const tile_update& u) {
     with_rows<4>(rows, [&]<int R>() { micro_kernel_portable<R, 16>(s, packed_a<float, 4>{a}, b, c, ldc, u); });
   }
+  static constexpr auto vector_rows = vector_rows_portable;
 };
 
 #if XLITE_X86_KERNELS
@@ -268,6 +270,7 @@ struct avx2_path : path_traits<avx2_path<Steps>, float, 6, 16, Steps, 1024, 3072
                     const tile_update& u) {
     with_rows<6>(rows, [&]<int R>() { micro_kernel_avx2<R, 2>(s, packed_a<float, 6>{a}, b, c, ldc, u); });
   }
+  static constexpr auto vector_rows = vector_rows_avx2;
 };
 
 template <step_kind Steps>
@@ -291,6 +294,7 @@ struct avx512_path : path_traits<avx512_path<Steps>, float, 12, 32, Steps, 1024,
                              std::int64_t ldc, const tile_update& u) {
     micro_kernel_avx512<12, 2>(s, a_in_place<float, 12>{static_cast<const unsigned char*>(a), row_bytes}, b, c, ldc, u);
   }
+  static constexpr auto vector_rows = vector_rows_avx512;
 };
 
 struct avx512_bf16_path : path_traits<avx512_bf16_path, std::uint32_t, 12, 32, step_kind::bf16_pairs, 1024, 3072, 512> {
@@ -749,6 +753,55 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
   }
 }
 
+// ---- products with a vector ------------------------------------------------------------------
+
+// A product whose op(A) is one row and whose B is stored with its rows along k (not
+// transposed), or the same product seen from C's side, one column of C from an A stored
+// with its rows along k (transposed): out = x M, out and M's rows `length` long, M `depth`
+// rows (vector_product.hpp). C's column must be contiguous (ldc 1) in the second form.
+struct vector_product {
+  const float* matrix;
+  std::int64_t ld;
+  vector_operand<float> x;
+  float* out;
+  std::int64_t length;
+  bool out_is_row; // C's row 0 (m = 1), else its column 0 (n = 1)
+};
+
+inline std::optional<vector_product> as_vector_product(const problem<float>& p) {
+  if (p.m == 1 && !p.trans_b) return vector_product{p.b, p.ldb, {p.a, p.trans_a ? p.lda : 1}, p.c, p.n, true};
+  if (p.n == 1 && p.trans_a && p.ldc == 1) {
+    return vector_product{p.a, p.lda, {p.b, p.trans_b ? 1 : p.ldb}, p.c, p.m, false};
+  }
+  return std::nullopt;
+}
+
+// Chunks of out, each through every row of the matrix on one thread, in parallel when
+// `pool` is set. A chunk is at most vector_chunk floats (8 KiB, in L1 while the matrix
+// streams) and small enough for each thread to have two; every element's chain is computed
+// whole on one thread, so the bits do not depend on the chunks.
+inline constexpr std::int64_t vector_chunk = 2048;
+
+template <class Path>
+void run_vector_product(const vector_product& v, const problem<float>& p, thread_pool* pool, std::int64_t batch_index,
+                        const gemm_epilogue& epilogue) {
+  const std::int64_t threads = pool == nullptr ? 1 : static_cast<std::int64_t>(pool->num_threads());
+  const std::int64_t shared = (v.length + 2 * threads - 1) / (2 * threads);
+  const std::int64_t chunk = std::min(vector_chunk, std::max<std::int64_t>(64, (shared + 63) / 64 * 64));
+  const tile_update update{p.first_start_scale, p.alpha};
+  for_tasks(pool, (v.length + chunk - 1) / chunk, 1, [&](std::int64_t task) {
+    const std::int64_t first = task * chunk;
+    const std::int64_t width = std::min(chunk, v.length - first);
+    Path::vector_rows(v.matrix + first, v.ld, v.x, p.k, v.out + first, width, update);
+    if (!epilogue) return;
+    if (v.out_is_row) {
+      epilogue(batch_index, 0, first, 1, width);
+    } else {
+      epilogue(batch_index, first, 0, width, 1);
+    }
+  });
+}
+
 // K = 0, or alpha = 0: the accumulators start and end as in a micro-kernel with no steps.
 template <class In>
 void run_empty_product(const problem<In>& p, std::int64_t batch_index, const gemm_epilogue& epilogue) {
@@ -882,10 +935,12 @@ void run_path(const gemm_args<In, Out>& g, const gemm_epilogue& epilogue) {
       if constexpr (float_out) p.c = c;
     }
     if (g.k == 0 || g.alpha == 0.0f) { // alpha = 0: the product is not computed, as in BLAS
-      run_empty_product(p, b, finish);
-    } else {
-      run_blocked<Path>(p, inner_pool, b, finish);
+      return run_empty_product(p, b, finish);
     }
+    if constexpr (std::is_same_v<In, float> && Path::steps_kind == step_kind::floats) {
+      if (const auto v = as_vector_product(p)) return run_vector_product<Path>(*v, p, inner_pool, b, finish);
+    }
+    run_blocked<Path>(p, inner_pool, b, finish);
   };
 
   if (!parallel) {

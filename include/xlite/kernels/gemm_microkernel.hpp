@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "xlite/kernels/intrinsics.hpp"
+#include "xlite/kernels/no_contraction.hpp"
 
 namespace xlite::kernels::gemm_detail {
 
@@ -79,20 +80,6 @@ void with_rows(int rows, F&& f) {
 
 // ---- portable --------------------------------------------------------------------------------
 
-// GCC contracts a * b + c into an FMA across statements by default (-ffp-contract=fast)
-// wherever the target has one (aarch64 always, x86 with -mfma), clang within an expression;
-// the portable kernel's numerics are two roundings everywhere, so contraction is off there.
-#if defined(__clang__)
-#define XLITE_NO_CONTRACTION_FUNCTION
-#define XLITE_NO_CONTRACTION_BODY _Pragma("clang fp contract(off)")
-#elif defined(__GNUC__)
-#define XLITE_NO_CONTRACTION_FUNCTION __attribute__((optimize("fp-contract=off")))
-#define XLITE_NO_CONTRACTION_BODY
-#else
-#define XLITE_NO_CONTRACTION_FUNCTION
-#define XLITE_NO_CONTRACTION_BODY
-#endif
-
 template <int Rows, int NR, class A>
 XLITE_NO_CONTRACTION_FUNCTION void micro_kernel_portable(std::int64_t steps, A a, const float* b, float* c,
                                                          std::int64_t ldc, const tile_update& update) {
@@ -111,9 +98,6 @@ XLITE_NO_CONTRACTION_FUNCTION void micro_kernel_portable(std::int64_t steps, A a
     for (int j = 0; j < NR; ++j) c[i * ldc + j] = update.alpha == 1.0f ? acc[i][j] : update.alpha * acc[i][j];
   }
 }
-
-#undef XLITE_NO_CONTRACTION_FUNCTION
-#undef XLITE_NO_CONTRACTION_BODY
 
 #if XLITE_X86_KERNELS
 XLITE_INTRINSICS_BEGIN
