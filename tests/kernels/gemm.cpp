@@ -111,18 +111,19 @@ TEST_CASE("gemm computes a last panel of every row count, and only its rows", "[
 
 TEST_CASE("fp32 gemm with a vector operand is the naive float accumulation on every path and any thread count",
           "[gemm]") {
-  // m = 1 with B not transposed, and n = 1 with A transposed and C's column contiguous, run
-  // as vector products (kernels/vector_product.hpp); the other layouts take the GEMM, which
-  // must agree as well. Lengths cross the vector widths, the register tiles (64 and 128
-  // columns) and the chunks (2048); depths cross the groups of 8 rows.
+  // m = 1, and n = 1 with C's column contiguous, run as vector products (kernels/
+  // vector_product.hpp): B (or A) not transposed in one form, transposed in the other. A
+  // strided column of C takes the GEMM, which must agree as well. Lengths cross the vector
+  // widths, the rows form's register tiles (64 and 128 columns) and the chunks (2048);
+  // depths cross the rows form's groups of 8 and the dots form's blocks of 8 and 16.
   std::mt19937 rng(1202);
   const std::int64_t lengths[] = {1, 5, 16, 17, 100, 128, 129, 2047, 2048, 2049, 4500};
-  const std::int64_t depths[] = {1, 7, 8, 9, 33, 300};
+  const std::int64_t depths[] = {1, 7, 8, 9, 16, 17, 33, 300};
   for (int trial = 0; trial < 44; ++trial) {
     const std::int64_t length = lengths[trial % 11];
-    const std::int64_t depth = depths[std::uniform_int_distribution<int>(0, 5)(rng)];
+    const std::int64_t depth = depths[std::uniform_int_distribution<int>(0, 7)(rng)];
     const bool row = trial % 2 == 0;
-    const gemm_case g = vector_case(rng, length, depth, row, trial % 4 < 2);
+    const gemm_case g = vector_case(rng, length, depth, row, trial % 4 != 3);
     INFO("m " << g.m << ", n " << g.n << ", k " << g.k << ", batch " << g.batch << ", trans " << g.trans_a << g.trans_b
               << ", ldc " << g.ldc << ", alpha " << g.alpha << ", beta " << g.beta);
     const std::vector<float> fused = naive_chain(g, true);

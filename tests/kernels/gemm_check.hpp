@@ -91,18 +91,12 @@ inline gemm_case random_case(std::mt19937& rng, std::int64_t max_size) {
   return random_case_of_size(rng, m, n, k);
 }
 
-// A product with a vector: one row of C (m = 1) or one column (n = 1), `length` long. In
-// the vector layout (B not transposed for a row; A transposed and C's column contiguous
-// for a column) gemm runs it as a vector product; otherwise as any GEMM.
-inline gemm_case vector_case(std::mt19937& rng, std::int64_t length, std::int64_t depth, bool row, bool vector_layout) {
-  gemm_case g =
-      row ? random_case_of_size(rng, 1, length, depth)
-          : random_case_of_size(rng, length, 1, depth, vector_layout ? std::optional<bool>(true) : std::nullopt);
-  if (row && vector_layout) { // B as stored k x n: as large as it was transposed
-    g.trans_b = false;
-    g.ldb = g.n;
-  }
-  if (!row && vector_layout) g.ldc = 1;
+// A product with a vector: one row of C (m = 1) or one column (n = 1), `length` long, of
+// random layout. gemm runs it as a vector product unless C is a column that is not
+// contiguous (`contiguous` false: its padding is random).
+inline gemm_case vector_case(std::mt19937& rng, std::int64_t length, std::int64_t depth, bool row, bool contiguous) {
+  gemm_case g = row ? random_case_of_size(rng, 1, length, depth) : random_case_of_size(rng, length, 1, depth);
+  if (!row && contiguous) g.ldc = 1;
   g.stride_c = g.m * g.ldc + 1;
   g.c.resize(static_cast<std::size_t>(g.batch * g.stride_c + 1), 3.0f);
   return g;

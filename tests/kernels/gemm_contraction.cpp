@@ -16,7 +16,7 @@ TEST_CASE("in a build with FMA enabled, the portable fp32 gemm still rounds prod
   std::mt19937 rng(20261123);
   int differing_cases = 0; // where fusing would change the bits, so that the check can fail
   for (int trial = 0; trial < 40; ++trial) {
-    // The last ten are products with a vector, in the layouts that run as such.
+    // The last ten are products with a vector, which run as such.
     const gemm_case g = trial < 30 ? random_case(rng, 40) : vector_case(rng, 37 + trial, 29, trial % 2 == 0, true);
     INFO("m " << g.m << ", n " << g.n << ", k " << g.k << ", batch " << g.batch);
     const std::vector<float> unfused = naive_chain(g, false);

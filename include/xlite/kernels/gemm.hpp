@@ -260,6 +260,7 @@ struct portable_path : path_traits<portable_path<Steps>, float, 4, 16, Steps, 25
     with_rows<4>(rows, [&]<int R>() { micro_kernel_portable<R, 16>(s, packed_a<float, 4>{a}, b, c, ldc, u); });
   }
   static constexpr auto vector_rows = vector_rows_portable;
+  static constexpr auto vector_dots = vector_dots_portable;
 };
 
 #if XLITE_X86_KERNELS
@@ -271,6 +272,7 @@ struct avx2_path : path_traits<avx2_path<Steps>, float, 6, 16, Steps, 1024, 3072
     with_rows<6>(rows, [&]<int R>() { micro_kernel_avx2<R, 2>(s, packed_a<float, 6>{a}, b, c, ldc, u); });
   }
   static constexpr auto vector_rows = vector_rows_avx2;
+  static constexpr auto vector_dots = vector_dots_avx2;
 };
 
 template <step_kind Steps>
@@ -295,6 +297,7 @@ struct avx512_path : path_traits<avx512_path<Steps>, float, 12, 32, Steps, 1024,
     micro_kernel_avx512<12, 2>(s, a_in_place<float, 12>{static_cast<const unsigned char*>(a), row_bytes}, b, c, ldc, u);
   }
   static constexpr auto vector_rows = vector_rows_avx512;
+  static constexpr auto vector_dots = vector_dots_avx512;
 };
 
 struct avx512_bf16_path : path_traits<avx512_bf16_path, std::uint32_t, 12, 32, step_kind::bf16_pairs, 1024, 3072, 512> {
@@ -755,29 +758,35 @@ void run_blocked(const problem<In>& p, thread_pool* pool, std::int64_t batch_ind
 
 // ---- products with a vector ------------------------------------------------------------------
 
-// A product whose op(A) is one row and whose B is stored with its rows along k (not
-// transposed), or the same product seen from C's side, one column of C from an A stored
-// with its rows along k (transposed): out = x M, out and M's rows `length` long, M `depth`
-// rows (vector_product.hpp). C's column must be contiguous (ldc 1) in the second form.
+// A product whose op(A) is one row (m = 1) or whose op(B) is one column (n = 1): out = x M
+// or M x, for the operand that is a matrix, M, and the one that is a vector, x, in the
+// form their layout gives (vector_product.hpp): `rows` where M is stored with its rows
+// along k (B not transposed, or A transposed), `dots` where along the outputs. C's column
+// must be contiguous (ldc 1) when out is one.
 struct vector_product {
   const float* matrix;
   std::int64_t ld;
   vector_operand<float> x;
   float* out;
   std::int64_t length;
+  bool dots;       // else rows
   bool out_is_row; // C's row 0 (m = 1), else its column 0 (n = 1)
 };
 
 inline std::optional<vector_product> as_vector_product(const problem<float>& p) {
-  if (p.m == 1 && !p.trans_b) return vector_product{p.b, p.ldb, {p.a, p.trans_a ? p.lda : 1}, p.c, p.n, true};
-  if (p.n == 1 && p.trans_a && p.ldc == 1) {
-    return vector_product{p.a, p.lda, {p.b, p.trans_b ? 1 : p.ldb}, p.c, p.m, false};
+  if (p.m == 1) {
+    const vector_operand<float> row{p.a, p.trans_a ? p.lda : 1};
+    return vector_product{p.b, p.ldb, row, p.c, p.n, p.trans_b, true};
+  }
+  if (p.n == 1 && p.ldc == 1) {
+    const vector_operand<float> column{p.b, p.trans_b ? 1 : p.ldb};
+    return vector_product{p.a, p.lda, column, p.c, p.m, !p.trans_a, false};
   }
   return std::nullopt;
 }
 
-// Chunks of out, each through every row of the matrix on one thread, in parallel when
-// `pool` is set. A chunk is at most vector_chunk floats (8 KiB, in L1 while the matrix
+// Chunks of out, each through all of k on one thread, in parallel when `pool` is set. A
+// chunk is at most vector_chunk floats (8 KiB: in the rows form, in L1 while the matrix
 // streams) and small enough for each thread to have two; every element's chain is computed
 // whole on one thread, so the bits do not depend on the chunks.
 inline constexpr std::int64_t vector_chunk = 2048;
@@ -792,7 +801,11 @@ void run_vector_product(const vector_product& v, const problem<float>& p, thread
   for_tasks(pool, (v.length + chunk - 1) / chunk, 1, [&](std::int64_t task) {
     const std::int64_t first = task * chunk;
     const std::int64_t width = std::min(chunk, v.length - first);
-    Path::vector_rows(v.matrix + first, v.ld, v.x, p.k, v.out + first, width, update);
+    if (v.dots) {
+      Path::vector_dots(v.matrix + first * v.ld, v.ld, v.x, p.k, v.out + first, width, update);
+    } else {
+      Path::vector_rows(v.matrix + first, v.ld, v.x, p.k, v.out + first, width, update);
+    }
     if (!epilogue) return;
     if (v.out_is_row) {
       epilogue(batch_index, 0, first, 1, width);
