@@ -3,8 +3,11 @@
 // The GEMM cases, C = A B with row-major A (m x k), B (k x n), C (m x n):
 //   sgemm     float inputs, float products and accumulation
 //   bf16gemm  bfloat16 inputs, float accumulation and float output (the TPU's numerics)
-// at square sizes 256, 1024, 2048 and one tall-skinny shape, m = 4096, k = 1024, n = 64
-// (a layer's activations times a narrow weight). Rates are FLOP/s (2 m n k per product).
+// at square sizes 256, 1024, 2048, one tall-skinny shape, m = 4096, k = 1024, n = 64 (a
+// layer's activations times a narrow weight), and the two products with a vector at
+// k = 4096: m = 1 (a row times a matrix, batch-1 inference) and n = 1 (a matrix times a
+// column), which move 64 MiB for 32 MFLOP and are bound by memory, not by the FMA peak.
+// Rates are FLOP/s (2 m n k per product).
 // The limits: sgemm's is peak_fma/limit; bf16gemm's is the fastest bf16 instruction this
 // machine has, peak_amx/limit with usable AMX, else peak_bf16/limit (VDPBF16PS), else
 // peak_fma/limit (scripts/bench_table.py picks it).
@@ -22,7 +25,8 @@ struct gemm_shape {
   std::int64_t m, n, k;
 };
 
-inline const std::vector<gemm_shape> gemm_shapes = {{256, 256, 256}, {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 64, 1024}};
+inline const std::vector<gemm_shape> gemm_shapes = {{256, 256, 256},   {1024, 1024, 1024}, {2048, 2048, 2048},
+                                                   {4096, 64, 1024}, {1, 4096, 4096},    {4096, 1, 4096}};
 
 constexpr std::int64_t gemm_flops(const gemm_shape& s) { return 2 * s.m * s.n * s.k; }
 
