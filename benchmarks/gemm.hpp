@@ -25,8 +25,8 @@ struct gemm_shape {
   std::int64_t m, n, k;
 };
 
-inline const std::vector<gemm_shape> gemm_shapes = {{256, 256, 256},   {1024, 1024, 1024}, {2048, 2048, 2048},
-                                                   {4096, 64, 1024}, {1, 4096, 4096},    {4096, 1, 4096}};
+inline const std::vector<gemm_shape> gemm_shapes = {{256, 256, 256},  {1024, 1024, 1024}, {2048, 2048, 2048},
+                                                    {4096, 64, 1024}, {1, 4096, 4096},    {4096, 1, 4096}};
 
 constexpr std::int64_t gemm_flops(const gemm_shape& s) { return 2 * s.m * s.n * s.k; }
 
