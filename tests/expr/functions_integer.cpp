@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <iostream>
+#include <limits>
 
 using xlite::op;
 using xlite::shape;
@@ -89,4 +90,21 @@ TEST_CASE("functions: int8 and uint8 take the scalar path and wrap as C++ does",
     CHECK(tensor<float>(xlite::cast<float>(c) * 2.0f) == tensor<float>{{-256, 254, 10}, {-2, 0, 200}});
     CHECK(tensor<u8>(xlite::where(c < d, xlite::cast<u8>(c), u8{9})) == tensor<u8>{{128, 9, 5}, {9, 0, 9}});
   });
+}
+
+TEST_CASE("functions: a number outside an integer expression's type is an error naming op, number and type",
+          "[functions][integer][errors]") {
+  using Catch::Matchers::Contains;
+  const tensor<std::uint8_t> u{0, 200, 255};
+  const tensor<std::int32_t> i{1, -5, 7};
+  CHECK_THROWS_WITH(u < 256, Contains("less: the number 256 does not fit uint8"));
+  CHECK_THROWS_WITH(xlite::clamp(u, -1, 100), Contains("clamp: the number -1 does not fit uint8"));
+  CHECK_THROWS_WITH(i > 3000000000LL, Contains("greater: the number 3000000000 does not fit int32"));
+  CHECK_THROWS_WITH(xlite::where(u > 3, u, 300), Contains("where: the number 300 does not fit uint8"));
+  CHECK_THROWS_AS(u + 256, xlite::value_error);
+  // The numbers that fit, at both ends, and floating point expressions, which take any number.
+  CHECK(tensor<bool>(u < 255) == tensor<bool>{true, true, false});
+  CHECK(tensor<std::uint8_t>(xlite::clamp(u, 0, 255)) == u);
+  CHECK(tensor<bool>(i > -2147483648LL) == tensor<bool>{true, true, true});
+  CHECK(tensor<float>(xlite::cast<float>(i) * 3000000000LL).data()[0] == 3.0e9f);
 }

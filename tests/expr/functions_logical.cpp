@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 using xlite::op;
 using xlite::shape;
@@ -48,6 +49,30 @@ TEST_CASE("functions: logical and, or, not on bool tensors", "[functions][logica
   check_exact_op<op::logical_and, bool>(211, bools);
   check_exact_op<op::logical_or, bool>(212, bools);
   check_exact_op<op::logical_not, bool>(213, bools);
+}
+
+TEST_CASE("functions: bool tensors are ordered, false before true", "[functions][logical][compare]") {
+  const domain bools{{part::integers, 0, 1}};
+  check_exact_op<op::less, bool>(214, bools);
+  check_exact_op<op::less_equal, bool>(215, bools);
+  check_exact_op<op::greater, bool>(216, bools);
+  check_exact_op<op::greater_equal, bool>(217, bools);
+  const tensor<bool> b{true, false};
+  CHECK(bitwise_equal(tensor<bool>(b < true), tensor<bool>{false, true}));
+  CHECK(bitwise_equal(tensor<bool>(false >= b), tensor<bool>{false, true}));
+}
+
+TEST_CASE("functions: where with two numbers takes their type", "[functions][where]") {
+  const tensor<float> x{1.0f, 5.0f, 9.0f};
+  const auto picked = xlite::where(x > 4.0f, 100.0f, 7.0f);
+  static_assert(std::is_same_v<decltype(picked)::value_type, float>);
+  static_assert(std::is_same_v<decltype(xlite::where(x > 4.0f, 1, 2))::value_type, int>);
+  static_assert(std::is_same_v<decltype(xlite::where(x > 4.0f, 1, 2.0))::value_type, double>);
+  xlite_test::for_each_isa_path([&](xlite::isa) {
+    INFO(path_name());
+    CHECK(bitwise_equal(tensor<float>(picked), tensor<float>{7.0f, 100.0f, 100.0f}));
+    CHECK(bitwise_equal(tensor<float>(x * xlite::where(x > 4.0f, 2.0f, -1.0f)), tensor<float>{-1.0f, 10.0f, 18.0f}));
+  });
 }
 
 TEST_CASE("functions: where with a tensor<bool> condition picks bit for bit", "[functions][where]") {

@@ -199,6 +199,49 @@ shape_ref broadcast_all(op o, const E&... operands) {
   }
 }
 
+// Throws unless an integer scalar operand fits the integer element type T it takes on: u8 < 256
+// would otherwise compare with 0 (256 wrapped), and clamp(u8, -1, 100) clamp to 255. PyTorch
+// refuses such a number too ("value cannot be converted to type uint8_t without overflow").
+template <op O, class T, class E>
+void check_scalar_fits(const E& operand) {
+  using S = std::remove_cvref_t<E>;
+  if constexpr (is_scalar_leaf_v<S> && std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using V = typename S::value_type;
+    if constexpr (std::is_integral_v<V> && !std::is_same_v<V, bool>) {
+      const V value = scalar_value(operand);
+      if (!std::in_range<T>(value)) {
+        using printed = std::conditional_t<std::is_signed_v<V>, std::int64_t, std::uint64_t>; // not as a char
+        throw value_error(xlite::detail::message(name(O), ": the number ", static_cast<printed>(value),
+                                                 " does not fit ", name(dtype_of_v<T>),
+                                                 ", the element type of the expression it joins: cast the expression "
+                                                 "first, e.g. xlite::cast<std::int64_t>(x)"));
+      }
+    }
+  }
+}
+
+template <op O, class... A>
+auto make_node(A&&... operands);
+
+// a < b and the other orderings of two bool operands, where false < true as in C++, NumPy
+// and PyTorch: written with the logical ops, whose operands are masks as theirs are.
+template <op O, class A, class B>
+auto ordered_booleans(A&& a, B&& b) {
+  if constexpr (O == op::less) {
+    return make_node<op::logical_and>(make_node<op::logical_not>(std::forward<A>(a)), std::forward<B>(b));
+  } else if constexpr (O == op::greater) {
+    return make_node<op::logical_and>(std::forward<A>(a), make_node<op::logical_not>(std::forward<B>(b)));
+  } else if constexpr (O == op::less_equal) {
+    return make_node<op::logical_or>(make_node<op::logical_not>(std::forward<A>(a)), std::forward<B>(b));
+  } else {
+    return make_node<op::logical_or>(std::forward<A>(a), make_node<op::logical_not>(std::forward<B>(b)));
+  }
+}
+
+template <op O>
+inline constexpr bool is_ordering_v =
+    O == op::less || O == op::less_equal || O == op::greater || O == op::greater_equal;
+
 // The node for op O over operands that are already xlite operands.
 template <op O, class... A>
 auto make_node(A&&... operands) {
@@ -212,9 +255,13 @@ auto make_node(A&&... operands) {
     return scalar<std::remove_cvref_t<decltype(value)>>{value};
   } else if constexpr (rule == dtype_rule::promote_data) { // where(condition, a, b)
     return make_where(std::forward<A>(operands)...);
+  } else if constexpr (is_ordering_v<O> &&
+                       std::is_same_v<typename common_element<O, std::remove_cvref_t<A>...>::type, bool>) {
+    return ordered_booleans<O>(std::forward<A>(operands)...);
   } else {
     using T = typename common_element<O, std::remove_cvref_t<A>...>::type;
     (check_operand_type<O, T, std::remove_cvref_t<A>>(), ...);
+    (check_scalar_fits<O, T>(operands), ...);
     static_cast<void>(sizeof(checks::not_bfloat16<O, T>));
     if constexpr (rule == dtype_rule::to_boolean &&
                   (O == op::logical_and || O == op::logical_or || O == op::logical_not)) {
@@ -230,12 +277,21 @@ auto make_node(A&&... operands) {
   }
 }
 
+// where's element type: the branches' own, or with two numbers (where(c, 1.0f, 0.0f)) theirs
+// as C++ combines them.
+template <class A, class B>
+using where_element_t = std::conditional_t<std::is_void_v<typename common_element<op::where, A, B>::type>,
+                                           std::common_type<typename A::value_type, typename B::value_type>,
+                                           common_element<op::where, A, B>>::type;
+
 template <class C, class A, class B>
 auto make_where(C&& condition, A&& a, B&& b) {
-  using T = typename common_element<op::where, std::remove_cvref_t<A>, std::remove_cvref_t<B>>::type;
+  using T = where_element_t<std::remove_cvref_t<A>, std::remove_cvref_t<B>>;
   using Condition = std::remove_cvref_t<C>;
   check_operand_type<op::where, T, std::remove_cvref_t<A>>();
   check_operand_type<op::where, T, std::remove_cvref_t<B>>();
+  check_scalar_fits<op::where, T>(a);
+  check_scalar_fits<op::where, T>(b);
   static_cast<void>(sizeof(checks::needs_booleans<op::where, typename Condition::value_type>));
   shape_ref s = broadcast_all(op::where, condition, a, b);
   return node<op::where, T, Condition, adopted_t<T, A>, adopted_t<T, B>>{
