@@ -18,7 +18,8 @@ using namespace xlite_test;
 
 namespace {
 
-// Ranges in which the op cannot overflow (signed overflow is undefined on the scalar path).
+// Ranges in which the op cannot overflow, so that the reference, in double, is exact (the
+// wrapping itself has its own test case below).
 struct integer_ranges {
   domain add, mul, fma_factor, fma_term, any;
 };
@@ -107,4 +108,30 @@ TEST_CASE("functions: a number outside an integer expression's type is an error 
   CHECK(tensor<std::uint8_t>(xlite::clamp(u, 0, 255)) == u);
   CHECK(tensor<bool>(i > -2147483648LL) == tensor<bool>{true, true, true});
   CHECK(tensor<float>(xlite::cast<float>(i) * 3000000000LL).data()[0] == 3.0e9f);
+}
+
+TEST_CASE("functions: int32 and int64 wrap on every path, and casts from floating point are defined",
+          "[functions][integer]") {
+  constexpr std::int32_t lo = std::numeric_limits<std::int32_t>::min();
+  constexpr std::int32_t hi = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int64_t lo64 = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t hi64 = std::numeric_limits<std::int64_t>::max();
+  const tensor<std::int32_t> i{lo, hi, 3};
+  const tensor<std::int64_t> l{hi64, 2};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const tensor<float> f{3e9f, nan, -1.0f, 300.0f, -2.5f};
+  xlite_test::for_each_isa_path([&](xlite::isa) {
+    INFO(path_name());
+    CHECK(tensor<std::int32_t>(xlite::abs(i)) == tensor<std::int32_t>{lo, hi, 3});
+    CHECK(tensor<std::int32_t>(-i) == tensor<std::int32_t>{lo, -hi, -3});
+    CHECK(tensor<std::int32_t>(i + 1) == tensor<std::int32_t>{lo + 1, lo, 4});
+    CHECK(tensor<std::int32_t>(i * 2) == tensor<std::int32_t>{0, -2, 6});
+    CHECK(tensor<std::int32_t>(xlite::fma(i, i, 1)) == tensor<std::int32_t>{1, 2, 10});
+    CHECK(tensor<std::int64_t>(xlite::sum(l))() == lo64 + 1);
+    CHECK(tensor<std::int64_t>(l + 1) == tensor<std::int64_t>{lo64, 3});
+    // Out of range and NaN: the lowest int32, as x86's conversions give; 8 bits: its low bits.
+    CHECK(tensor<std::int32_t>(xlite::cast<std::int32_t>(f)) == tensor<std::int32_t>{lo, lo, -1, 300, -2});
+    CHECK(tensor<std::uint8_t>(xlite::cast<std::uint8_t>(f)) == tensor<std::uint8_t>{0, 0, 255, 44, 254});
+    CHECK(tensor<std::int64_t>(xlite::cast<std::int64_t>(f)) == tensor<std::int64_t>{3000000000, lo64, -1, 300, -2});
+  });
 }

@@ -623,7 +623,7 @@ struct bound<cast_node<To, Operand>> {
       }
     }
     if constexpr (std::is_same_v<Arch, kernels::scalar_arch>) {
-      return static_cast<To>(x);
+      return kernels::detail::scalar_cast<To>(x);
     } else if constexpr (std::is_same_v<From, bool>) { // a mask to 0 / 1
       using batch = kernels::batch_t<To, Arch>;
       return xsimd::select(convert_mask<To>(x), batch(To(1)), batch(To(0)));

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -361,14 +362,44 @@ B pow_of(const B& x, const B& y) {
   return xsimd::select(undefined, B(std::numeric_limits<T>::quiet_NaN()), signed_result);
 }
 
+// f(a, b) for scalars, on the unsigned type of a signed integer one: signed integers wrap
+// modulo 2^N, as the SIMD instructions make them, where C++ leaves their overflow
+// undefined (and the scalar path agreed with the SIMD ones only by luck of code generation).
+template <class V, class F>
+V wrapping(const V& a, const V& b, F f) {
+  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>) {
+    using U = std::make_unsigned_t<V>;
+    return static_cast<V>(f(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return f(a, b);
+  }
+}
+
 // abs of a scalar: the sign bit cleared for floating point, as xsimd::abs does for batches,
-// so that abs(-0.0) is +0.0 (torch.abs) on the scalar path too.
+// so that abs(-0.0) is +0.0 (torch.abs) on the scalar path too; abs of the lowest integer
+// wraps to itself.
 template <class V>
 V scalar_abs(const V& x) {
   if constexpr (std::is_floating_point_v<V>) {
     return std::fabs(x);
   } else {
-    return static_cast<V>(x < V(0) ? -x : x);
+    return x < V(0) ? wrapping(V(0), x, std::minus<>{}) : x;
+  }
+}
+
+// static_cast for one element, defined everywhere: a floating-point value that the integer
+// type (or, below 32 bits, int32) cannot hold, NaN too, gives the lowest int32 or int64, as
+// x86's conversions give their "integer indefinite"; 8-bit types take its low bits (0), as
+// they take the low bits of any int32.
+template <class To, class From>
+To scalar_cast(const From& x) {
+  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>) {
+    using wide = std::conditional_t<(sizeof(To) > 4), std::int64_t, std::int32_t>;
+    const auto bound = -static_cast<From>(std::numeric_limits<wide>::min()); // 2^31 or 2^63, exact
+    const wide w = x >= -bound && x < bound ? static_cast<wide>(x) : std::numeric_limits<wide>::min();
+    return static_cast<To>(w);
+  } else {
+    return static_cast<To>(x);
   }
 }
 
@@ -382,21 +413,21 @@ template <>
 struct elementwise<op::add> {
   template <class V>
   V operator()(const V& a, const V& b) const {
-    return a + b;
+    return detail::wrapping(a, b, std::plus<>{});
   }
 };
 template <>
 struct elementwise<op::sub> {
   template <class V>
   V operator()(const V& a, const V& b) const {
-    return a - b;
+    return detail::wrapping(a, b, std::minus<>{});
   }
 };
 template <>
 struct elementwise<op::mul> {
   template <class V>
   V operator()(const V& a, const V& b) const {
-    V product = a * b;
+    V product = detail::wrapping(a, b, std::multiplies<>{});
     detail::round_separately(product);
     return product;
   }
@@ -419,6 +450,8 @@ struct elementwise<op::neg> {
         return a ^ V(T(-0.0));
       else
         return -a;
+    } else if constexpr (std::is_integral_v<V>) {
+      return detail::wrapping(V(0), a, std::minus<>{});
     } else {
       return -a;
     }
@@ -522,7 +555,7 @@ struct elementwise<op::fma> {
   template <class V>
   V operator()(const V& a, const V& b, const V& c) const {
     if constexpr (!std::is_floating_point_v<detail::lane_t<V>>) {
-      return a * b + c;
+      return detail::wrapping(detail::wrapping(a, b, std::multiplies<>{}), c, std::plus<>{});
     } else if constexpr (is_batch_v<V>) {
       return detail::fused_multiply_add(a, b, c);
     } else {
@@ -657,7 +690,7 @@ struct cast_to {
     if constexpr (is_batch_v<V>) {
       return xsimd::batch_cast<To>(x);
     } else {
-      return static_cast<To>(x);
+      return detail::scalar_cast<To>(x);
     }
   }
 };

@@ -30,7 +30,7 @@ struct reduction<op::sum> {
   }
   template <class V>
   static V combine(const V& a, const V& b) {
-    return a + b;
+    return elementwise<op::add>{}(a, b); // integers wrap, on the scalar path too
   }
 };
 
@@ -42,7 +42,7 @@ struct reduction<op::prod> {
   }
   template <class V>
   static V combine(const V& a, const V& b) {
-    return a * b;
+    return detail::wrapping(a, b, std::multiplies<>{});
   }
 };
 
