@@ -252,14 +252,17 @@ TEST_CASE("gemm gives the same bits for any thread count", "[gemm]") {
   // Narrow trials run rows first on the paths whose column block holds them, unless A has
   // too few panels per thread, when the threads split columns in the blocked order (trial 0
   // on two threads, most on three and five); the last is wider than every path's.
-  for (int trial = 0; trial < 5; ++trial) {
+  // Trials 5 to 8 are products with a vector, m = 1 or n = 1, in both forms (vector_product.hpp),
+  // large enough to run on the pool.
+  for (int trial = 0; trial < 9; ++trial) {
     gemm_case g{};
-    g.m = 150 + trial * 37;
-    g.n = 90 + trial * 121;
-    g.k = 400 + trial * 250;
+    const int vector_trial = trial - 5;
+    g.m = trial < 5 ? 150 + trial * 37 : vector_trial % 2 == 0 ? 1 : 3001;
+    g.n = trial < 5 ? 90 + trial * 121 : vector_trial % 2 == 0 ? 3001 : 1;
+    g.k = trial < 5 ? 400 + trial * 250 : 700;
     g.batch = 1;
-    g.trans_a = trial % 2 == 1;
-    g.trans_b = trial / 2 == 1;
+    g.trans_a = trial < 5 ? trial % 2 == 1 : vector_trial / 2 == 1;
+    g.trans_b = trial < 5 ? trial / 2 == 1 : vector_trial / 2 == 1;
     g.alpha = 1.0f;
     g.beta = trial == 3 ? 1.0f : 0.0f;
     g.lda = g.trans_a ? g.m : g.k;
@@ -384,10 +387,10 @@ TEST_CASE("gemm's epilogue sees every region of C once, after C is final", "[gem
   // n = 1000 is wider than every path's column block (the blocked order), n = 70 narrower
   // (rows first), and m = 40 on two threads too few rows to share (the blocked order, its
   // threads splitting columns); k = 2100 is three k blocks, so the last one must be the
-  // one that calls it. m = 1 is a vector product, in chunks of C's row.
+  // one that calls it. m = 1 and n = 1 are vector products, in chunks of C's row or column.
   for (const auto& [threads, m, n] :
        {std::tuple{1, 333, 1000}, std::tuple{2, 333, 1000}, std::tuple{1, 333, 70}, std::tuple{2, 333, 70},
-        std::tuple{2, 40, 70}, std::tuple{1, 1, 5000}, std::tuple{2, 1, 5000}}) {
+        std::tuple{2, 40, 70}, std::tuple{1, 1, 5000}, std::tuple{2, 1, 5000}, std::tuple{2, 5000, 1}}) {
     INFO("threads " << threads << ", m " << m << ", n " << n);
     xlite::thread_pool pool(static_cast<std::size_t>(threads));
     xlite::scoped_thread_pool use(pool);

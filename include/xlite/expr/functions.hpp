@@ -208,11 +208,11 @@ void check_scalar_fits(const E& operand) {
   if constexpr (is_scalar_leaf_v<S> && std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     using V = typename S::value_type;
     if constexpr (std::is_integral_v<V> && !std::is_same_v<V, bool>) {
-      const V value = scalar_value(operand);
+      // Widened first: in_range takes no character types, and a char would print as a letter.
+      using wide = std::conditional_t<std::is_signed_v<V>, std::int64_t, std::uint64_t>;
+      const auto value = static_cast<wide>(scalar_value(operand));
       if (!std::in_range<T>(value)) {
-        using printed = std::conditional_t<std::is_signed_v<V>, std::int64_t, std::uint64_t>; // not as a char
-        throw value_error(xlite::detail::message(name(O), ": the number ", static_cast<printed>(value),
-                                                 " does not fit ", name(dtype_of_v<T>),
+        throw value_error(xlite::detail::message(name(O), ": the number ", value, " does not fit ", name(dtype_of_v<T>),
                                                  ", the element type of the expression it joins: cast the expression "
                                                  "first, e.g. xlite::cast<std::int64_t>(x)"));
       }
@@ -255,9 +255,8 @@ auto make_node(A&&... operands) {
     return scalar<std::remove_cvref_t<decltype(value)>>{value};
   } else if constexpr (rule == dtype_rule::promote_data) { // where(condition, a, b)
     return make_where(std::forward<A>(operands)...);
-  } else if constexpr (is_ordering_v<O> &&
-                       std::is_same_v<typename common_element<O, std::remove_cvref_t<A>...>::type, bool>) {
-    return ordered_booleans<O>(std::forward<A>(operands)...);
+  } else if constexpr (is_ordering_v<O> && (std::is_same_v<typename std::remove_cvref_t<A>::value_type, bool> && ...)) {
+    return ordered_booleans<O>(std::forward<A>(operands)...); // else any mistake is reported under O, below
   } else {
     using T = typename common_element<O, std::remove_cvref_t<A>...>::type;
     (check_operand_type<O, T, std::remove_cvref_t<A>>(), ...);
@@ -287,6 +286,7 @@ using where_element_t = std::conditional_t<std::is_void_v<typename common_elemen
 template <class C, class A, class B>
 auto make_where(C&& condition, A&& a, B&& b) {
   using T = where_element_t<std::remove_cvref_t<A>, std::remove_cvref_t<B>>;
+  static_cast<void>(sizeof(checks::supported_element<T>)); // where(c, 1u, 2u): no unsigned int tensors
   using Condition = std::remove_cvref_t<C>;
   check_operand_type<op::where, T, std::remove_cvref_t<A>>();
   check_operand_type<op::where, T, std::remove_cvref_t<B>>();
@@ -444,7 +444,7 @@ auto cast(A&& a) {
   if constexpr (std::is_same_v<typename X::value_type, To>) {
     return x;
   } else if constexpr (expr::is_scalar_leaf_v<X> && std::is_arithmetic_v<To>) {
-    return expr::scalar<To>{static_cast<To>(expr::scalar_value(x))};
+    return expr::scalar<To>{kernels::detail::scalar_cast<To>(expr::scalar_value(x))};
   } else {
     expr::shape_ref s = expr::carried_shape(x);
     return expr::cast_node<To, X>{std::move(x), std::move(s)};

@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -374,6 +373,11 @@ V wrapping(const V& a, const V& b, F f) {
     return f(a, b);
   }
 }
+// The operations wrapping applies (<functional>'s functors would bring a heavy header into
+// every file that evaluates an expression).
+inline constexpr auto plus = [](const auto& a, const auto& b) { return a + b; };
+inline constexpr auto minus = [](const auto& a, const auto& b) { return a - b; };
+inline constexpr auto times = [](const auto& a, const auto& b) { return a * b; };
 
 // abs of a scalar: the sign bit cleared for floating point, as xsimd::abs does for batches,
 // so that abs(-0.0) is +0.0 (torch.abs) on the scalar path too; abs of the lowest integer
@@ -383,23 +387,33 @@ V scalar_abs(const V& x) {
   if constexpr (std::is_floating_point_v<V>) {
     return std::fabs(x);
   } else {
-    return x < V(0) ? wrapping(V(0), x, std::minus<>{}) : x;
+    return x < V(0) ? wrapping(V(0), x, minus) : x;
   }
 }
 
-// static_cast for one element, defined everywhere: a floating-point value that the integer
-// type (or, below 32 bits, int32) cannot hold, NaN too, gives the lowest int32 or int64, as
-// x86's conversions give their "integer indefinite"; 8-bit types take its low bits (0), as
-// they take the low bits of any int32.
+// static_cast for one element, defined everywhere and as the SIMD conversions of the
+// platform give it, so that every path agrees: on x86 a floating-point value that the
+// integer type (or, below 32 bits, int32) cannot hold, NaN too, gives the lowest int32 or
+// int64, cvttps2dq's "integer indefinite"; elsewhere (NEON) it saturates, NaN giving 0.
+// 8-bit types then take the int32's low bits, as they take those of any int32.
 template <class To, class From>
 To scalar_cast(const From& x) {
-  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>) {
-    using wide = std::conditional_t<(sizeof(To) > 4), std::int64_t, std::int32_t>;
-    const auto bound = -static_cast<From>(std::numeric_limits<wide>::min()); // 2^31 or 2^63, exact
-    const wide w = x >= -bound && x < bound ? static_cast<wide>(x) : std::numeric_limits<wide>::min();
-    return static_cast<To>(w);
-  } else {
+  if constexpr (!std::is_integral_v<To> || std::is_same_v<To, bool>) {
     return static_cast<To>(x);
+  } else if constexpr (!std::is_arithmetic_v<From>) { // bfloat16, float16: through float, exactly
+    return scalar_cast<To>(static_cast<float>(x));
+  } else if constexpr (!std::is_floating_point_v<From>) {
+    return static_cast<To>(x);
+  } else {
+    using wide = std::conditional_t<(sizeof(To) > 4), std::int64_t, std::int32_t>;
+    constexpr wide lowest = std::numeric_limits<wide>::min();
+    const auto bound = -static_cast<From>(lowest); // 2^31 or 2^63, exact
+    if (x >= -bound && x < bound) return static_cast<To>(static_cast<wide>(x));
+#if defined(__x86_64__) || defined(__i386__)
+    return static_cast<To>(lowest);
+#else
+    return static_cast<To>(x != x ? wide(0) : x < From(0) ? lowest : std::numeric_limits<wide>::max());
+#endif
   }
 }
 
@@ -413,21 +427,21 @@ template <>
 struct elementwise<op::add> {
   template <class V>
   V operator()(const V& a, const V& b) const {
-    return detail::wrapping(a, b, std::plus<>{});
+    return detail::wrapping(a, b, detail::plus);
   }
 };
 template <>
 struct elementwise<op::sub> {
   template <class V>
   V operator()(const V& a, const V& b) const {
-    return detail::wrapping(a, b, std::minus<>{});
+    return detail::wrapping(a, b, detail::minus);
   }
 };
 template <>
 struct elementwise<op::mul> {
   template <class V>
   V operator()(const V& a, const V& b) const {
-    V product = detail::wrapping(a, b, std::multiplies<>{});
+    V product = detail::wrapping(a, b, detail::times);
     detail::round_separately(product);
     return product;
   }
@@ -451,7 +465,7 @@ struct elementwise<op::neg> {
       else
         return -a;
     } else if constexpr (std::is_integral_v<V>) {
-      return detail::wrapping(V(0), a, std::minus<>{});
+      return detail::wrapping(V(0), a, detail::minus);
     } else {
       return -a;
     }
@@ -555,7 +569,7 @@ struct elementwise<op::fma> {
   template <class V>
   V operator()(const V& a, const V& b, const V& c) const {
     if constexpr (!std::is_floating_point_v<detail::lane_t<V>>) {
-      return detail::wrapping(detail::wrapping(a, b, std::multiplies<>{}), c, std::plus<>{});
+      return detail::wrapping(detail::wrapping(a, b, detail::times), c, detail::plus);
     } else if constexpr (is_batch_v<V>) {
       return detail::fused_multiply_add(a, b, c);
     } else {

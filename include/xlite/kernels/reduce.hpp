@@ -42,7 +42,7 @@ struct reduction<op::prod> {
   }
   template <class V>
   static V combine(const V& a, const V& b) {
-    return detail::wrapping(a, b, std::multiplies<>{});
+    return detail::wrapping(a, b, detail::times);
   }
 };
 

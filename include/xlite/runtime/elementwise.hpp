@@ -166,14 +166,15 @@ void compare(op code, std::uint8_t* out, const std::array<const T*, 3>& in, std:
   }
 }
 
-// Converts n values of compute type From to compute type To, as a C++ cast does, except
-// that a number to bool is "not zero" (NaN is true).
+// Converts n values of compute type From to compute type To, as the static layer's cast
+// does (kernels::detail::scalar_cast: defined for NaN and values out of range), except that
+// a number to bool is "not zero" (NaN is true).
 template <class To, class From>
 void convert_lanes(To* out, const From* in, std::int64_t n, bool to_bool) {
   if (to_bool) {
     for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i] != From(0));
   } else {
-    for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i]);
+    for (std::int64_t i = 0; i < n; ++i) out[i] = kernels::detail::scalar_cast<To>(in[i]);
   }
 }
 
