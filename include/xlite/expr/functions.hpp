@@ -255,8 +255,11 @@ auto make_node(A&&... operands) {
     return scalar<std::remove_cvref_t<decltype(value)>>{value};
   } else if constexpr (rule == dtype_rule::promote_data) { // where(condition, a, b)
     return make_where(std::forward<A>(operands)...);
-  } else if constexpr (is_ordering_v<O> && (std::is_same_v<typename std::remove_cvref_t<A>::value_type, bool> && ...)) {
-    return ordered_booleans<O>(std::forward<A>(operands)...); // else any mistake is reported under O, below
+  } else if constexpr (is_ordering_v<O> &&
+                       std::is_same_v<typename common_element<O, std::remove_cvref_t<A>...>::type, bool>) {
+    // A mistake (mask < x) is reported under O; the operands, read as bool, then add no error.
+    (check_operand_type<O, bool, std::remove_cvref_t<A>>(), ...);
+    return ordered_booleans<O>(adopt<bool>(std::forward<A>(operands))...);
   } else {
     using T = typename common_element<O, std::remove_cvref_t<A>...>::type;
     (check_operand_type<O, T, std::remove_cvref_t<A>>(), ...);
@@ -279,9 +282,9 @@ auto make_node(A&&... operands) {
 // where's element type: the branches' own, or with two numbers (where(c, 1.0f, 0.0f)) theirs
 // as C++ combines them.
 template <class A, class B>
-using where_element_t = std::conditional_t<std::is_void_v<typename common_element<op::where, A, B>::type>,
-                                           std::common_type<typename A::value_type, typename B::value_type>,
-                                           common_element<op::where, A, B>>::type;
+using where_element_t = typename std::conditional_t<std::is_void_v<typename common_element<op::where, A, B>::type>,
+                                                    std::common_type<typename A::value_type, typename B::value_type>,
+                                                    common_element<op::where, A, B>>::type;
 
 template <class C, class A, class B>
 auto make_where(C&& condition, A&& a, B&& b) {
