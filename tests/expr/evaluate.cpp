@@ -367,21 +367,48 @@ namespace {
 constexpr std::size_t streamed_bytes = std::size_t{64} << 20; // past streaming_pays' threshold
 }
 
+// Without asking ahead, a loop with at least as many approximated functions as arrays it
+// reads stores plainly (store_path_for); asking ahead, it streams.
 TEST_CASE("evaluate: XLITE_PREFETCH=0 chooses streaming without asking ahead", "[.xlite_prefetch_off]") {
+  using xlite::expr::store_path, xlite::expr::store_path_for;
   CHECK_FALSE(xlite::kernels::prefetch_pays());
-  CHECK(xlite::expr::store_path_for(streamed_bytes) == xlite::expr::store_path::streamed);
-  CHECK(xlite::expr::store_path_for(1024) == xlite::expr::store_path::cached);
+  CHECK(store_path_for(streamed_bytes, 0, 3) == store_path::streamed);
+  CHECK(store_path_for(streamed_bytes, 0, 0) == store_path::streamed);
+  CHECK(store_path_for(streamed_bytes, 2, 3) == store_path::streamed);
+  CHECK(store_path_for(streamed_bytes, 1, 1) == store_path::cached);
+  CHECK(store_path_for(streamed_bytes, 3, 2) == store_path::cached);
+  CHECK(store_path_for(streamed_bytes, 1, 0) == store_path::cached);
+  CHECK(store_path_for(1024, 0, 3) == store_path::cached);
+
+  const auto n = static_cast<std::int64_t>(streamed_bytes / sizeof(float));
+  const tensor<float> x(shape{n}, 0.5f);
+  const tensor<float> y(shape{n}, 0.25f);
+  CHECK(store_path_for(xlite::tanh(x) + y, streamed_bytes) == store_path::streamed);
+  CHECK(store_path_for(xlite::exp(x * x) + x, streamed_bytes) == store_path::cached); // one array
+  CHECK(store_path_for(xlite::exp(x) * xlite::tanh(y), streamed_bytes) == store_path::cached);
+  CHECK(store_path_for(xlite::exp(x) * xlite::tanh(y), 1024) == store_path::cached);
+  CHECK(store_path_for(x * 2.0f, streamed_bytes) == store_path::streamed);
+
+  // Counted at each occurrence: the same function of two arrays is two.
+  CHECK(store_path_for(xlite::tanh(x) * xlite::tanh(y), streamed_bytes) == store_path::cached);
+  using xlite::expr::approximation_count_v;
+  static_assert(approximation_count_v<decltype(xlite::tanh(x) * xlite::tanh(y))> == 2);
+  static_assert(approximation_count_v<decltype(xlite::exp(-x * x) * y + xlite::tanh(y))> == 2);
+  static_assert(approximation_count_v<decltype(xlite::sqrt(x) / y - x * y)> == 0);
 }
 
 TEST_CASE("evaluate: XLITE_PREFETCH=1 chooses streaming asking ahead", "[.xlite_prefetch_on]") {
+  using xlite::expr::store_path, xlite::expr::store_path_for;
   CHECK(xlite::kernels::prefetch_pays());
-  CHECK(xlite::expr::store_path_for(streamed_bytes) == xlite::expr::store_path::streamed_asking_ahead);
-  CHECK(xlite::expr::store_path_for(1024) == xlite::expr::store_path::cached);
+  CHECK(store_path_for(streamed_bytes, 0, 3) == store_path::streamed_asking_ahead);
+  CHECK(store_path_for(streamed_bytes, 1, 1) == store_path::streamed_asking_ahead);
+  CHECK(store_path_for(1024, 0, 3) == store_path::cached);
 }
 
 // An evaluation that would stream fails on the calling thread before it stores anything.
 TEST_CASE("evaluate: XLITE_PREFETCH with a bad value is a config_error", "[.xlite_prefetch_bad]") {
-  CHECK_THROWS_WITH(xlite::expr::store_path_for(streamed_bytes), Catch::Matchers::Contains("XLITE_PREFETCH='yes'"));
+  CHECK_THROWS_WITH(xlite::expr::store_path_for(streamed_bytes, 0, 3),
+                    Catch::Matchers::Contains("XLITE_PREFETCH='yes'"));
   if (!xlite::kernels::simd_path_active()) return;
   const auto n = static_cast<std::int64_t>(streamed_bytes / sizeof(float));
   const tensor<float> x(shape{n}, 1.0f);

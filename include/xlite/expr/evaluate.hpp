@@ -98,6 +98,32 @@ struct memory_leaf_count<cast_node<To, Operand>> : memory_leaf_count<Operand> {}
 template <class E>
 inline constexpr std::size_t memory_leaf_count_v = memory_leaf_count<E>::value;
 
+// How many distinct arrays E reads: its memory leaves, those on the same data once.
+template <class E>
+std::size_t distinct_memory_leaves(const E& e) {
+  std::array<const void*, memory_leaf_count_v<E>> seen{};
+  std::size_t count = 0;
+  for_each_memory_leaf(e, [&](const void* data, const xlite::shape&, std::size_t) {
+    if (std::find(seen.begin(), seen.begin() + count, data) == seen.begin() + count) seen[count++] = data;
+  });
+  return count;
+}
+
+// How many of E's nodes approximate a function (kernels::approximates), each occurrence
+// counted: the types cannot tell a subexpression the evaluator computes once (CSE) from the
+// same function of other arrays (tanh(x) * tanh(y)).
+template <class S>
+inline constexpr bool approximating_node_v = false;
+template <op O, class T, class... Operands>
+inline constexpr bool approximating_node_v<node<O, T, Operands...>> = kernels::approximates(O);
+template <class Nodes>
+inline constexpr std::size_t approximation_count_of = 0;
+template <class... Ts>
+inline constexpr std::size_t approximation_count_of<type_list<Ts...>> = (std::size_t{approximating_node_v<Ts>} + ... +
+                                                                         0);
+template <class E>
+inline constexpr std::size_t approximation_count_v = approximation_count_of<post_order_t<E>>;
+
 // ---- the loop plan ----------------------------------------------------------------------------
 
 using strides_t = std::array<std::int64_t, max_rank>;
@@ -753,14 +779,37 @@ inline std::int64_t tasks_per_chunk(std::int64_t tasks, std::int64_t task_elemen
 }
 
 // How run_row stores a row: plainly, into the cache; past it, with streaming stores, for an
-// output larger than the cache (kernels::streaming_pays); and then also asking for the
+// output larger than the cache (kernels::streaming_pays) from a loop that does not compute
+// as long as it moves (store_path_for); and then also asking for the
 // operands' lines ahead, where that pays (kernels::prefetch_pays). Decided once per
 // evaluation, on the calling thread, where a bad XLITE_PREFETCH fails before any store.
 enum class store_path : std::uint8_t { cached, streamed, streamed_asking_ahead };
 
-inline store_path store_path_for(std::size_t output_bytes) {
+// For an output of `output_bytes` from a loop that reads `arrays` distinct arrays and
+// evaluates `approximations` approximated functions (kernels::approximates) per element.
+//
+// Streaming saves the read of each output line, but a streaming store holds one of the
+// core's few line buffers until memory takes the line, and a loop that computes between
+// its stores stalls on them instead of computing while they drain. Measured on Zen 5 over
+// 2^26 floats (docs/benchmarks.md), a loop with at least as many approximations as arrays
+// ran faster storing plainly: on one thread 10-34% for tanh(x), 34-37% for sin(x), 21% for
+// exp(x) + tanh(y) + sin(w), and on two as fast or faster; one with fewer still ran faster
+// streaming (tanh(x) + y 5-10%, e1 = a * x + y 13-30%) or level (e3 = exp(-x * x) * y +
+// tanh(w), 3-4% behind). Where streaming asks ahead (Intel's CPUs) the loop keeps
+// streaming: that was measured there, storing plainly was not.
+inline store_path store_path_for(std::size_t output_bytes, std::size_t approximations, std::size_t arrays) {
   if (!kernels::streaming_pays(output_bytes)) return store_path::cached;
-  return kernels::prefetch_pays() ? store_path::streamed_asking_ahead : store_path::streamed;
+  if (kernels::prefetch_pays()) return store_path::streamed_asking_ahead;
+  return approximations > 0 && approximations >= arrays ? store_path::cached : store_path::streamed;
+}
+
+// The same for evaluating e, counting its arrays only where that can matter: not on the
+// many evaluations too small to stream.
+template <class E>
+store_path store_path_for(const E& e, std::size_t output_bytes) {
+  constexpr std::size_t approximations = approximation_count_v<E>;
+  const bool counts = approximations > 0 && kernels::streaming_pays(output_bytes);
+  return store_path_for(output_bytes, approximations, counts ? distinct_memory_leaves(e) : 0);
 }
 
 // Flattened: the whole expression, down to each op's SIMD code, is inlined into the loop at
@@ -991,7 +1040,7 @@ void evaluate_into(const E& e, T* out) {
     const bool serial = count < parallel_threshold || pool.num_threads() == 1;
     const auto run_flat = [&](const bound_root<E>& bound_expr) {
       const flat_task<Arch, L, bound_root<E>, T> task{bound_expr, out,
-                                                      store_path_for(static_cast<std::size_t>(count) * sizeof(T))};
+                                                      store_path_for(e, static_cast<std::size_t>(count) * sizeof(T))};
       if (serial) {
         task(0, count);
       } else {

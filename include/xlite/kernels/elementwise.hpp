@@ -762,6 +762,27 @@ constexpr bool same_type_op(op code) {
   return false;
 }
 
+// Whether elementwise<O> approximates its function, by a polynomial, a quotient of two or
+// a reduction to exp (10-40 instructions a batch), rather than computing it in one or two
+// instructions as sqrt or a division does: what makes a loop over large arrays compute
+// about as long as it moves (expr::store_path_for).
+constexpr bool approximates(op o) noexcept {
+  switch (o) {
+  case op::pow:
+  case op::exp:
+  case op::log:
+  case op::log1p:
+  case op::tanh:
+  case op::sigmoid:
+  case op::gelu:
+  case op::sin:
+  case op::cos:
+    return true;
+  default:
+    return false;
+  }
+}
+
 namespace detail {
 
 template <op O>
