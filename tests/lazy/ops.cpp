@@ -345,6 +345,25 @@ TEST_CASE("matmul reads a transposed operand in place, with the transposed produ
   }
 }
 
+// Products and sums of signed integers wrap modulo 2^N, as torch.matmul's do (and as the
+// element-wise ops do), rather than overflowing, which C++ leaves undefined.
+TEST_CASE("an integer matmul wraps where its products and sums overflow", "[lazy][ops]") {
+  // b is a column (k, 1) of the given values.
+  const auto times_column = []<class T>(const tensor<T>& a, std::type_identity_t<std::initializer_list<T>> column) {
+    tensor<T> b(shape{static_cast<std::int64_t>(column.size()), 1});
+    std::copy(column.begin(), column.end(), b.data());
+    return lazy::matmul(lazy::tensor::from(a), lazy::tensor::from(b)).template to_host<T>();
+  };
+  const std::int32_t big32 = std::int32_t{1} << 30;
+  const auto c32 = times_column(tensor<std::int32_t>{{big32, big32, 3}, {-big32, -big32, -big32}}, {2, 2, 1});
+  CHECK(c32(0, 0) == 3);      // 2^32 + 3
+  CHECK(c32(1, 0) == -big32); // -2^32 - 2^30
+
+  const std::int64_t big64 = std::int64_t{1} << 62;
+  CHECK(times_column(tensor<std::int64_t>{{big64, big64, 7}}, {2, 2, 1})(0, 0) == 7); // 2^64 + 7
+  CHECK(times_column(tensor<std::int8_t>{{100, 100}}, {2, 1})(0, 0) == 44);           // 300 - 256
+}
+
 TEST_CASE("an element-wise epilogue fused into a matmul gives the unfused result bitwise", "[lazy][ops]") {
   // Shapes with many GEMM regions, and threads, and a batch; float and bfloat16.
   for (const auto& [sa, sb] : std::vector<std::pair<shape, shape>>{{{300, 170}, {170, 260}}, {{3, 33, 17}, {17, 9}}}) {
