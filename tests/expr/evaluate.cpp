@@ -389,10 +389,19 @@ TEST_CASE("evaluate: XLITE_PREFETCH=0 chooses streaming without asking ahead", "
   CHECK(store_path_for(xlite::exp(x) * xlite::tanh(y), 1024) == store_path::cached);
   CHECK(store_path_for(x * 2.0f, streamed_bytes) == store_path::streamed);
 
-  // Counted at each occurrence: the same function of two arrays is two.
+  // Counted as computed: the same function of two arrays twice, a shared one (the
+  // evaluator computes it once) once, with what it contains.
   CHECK(store_path_for(xlite::tanh(x) * xlite::tanh(y), streamed_bytes) == store_path::cached);
+  const auto s = xlite::sigmoid(x);
+  CHECK(xlite::expr::approximations_computed(y * s * (1.0f - s)) == 1);
+  CHECK(store_path_for(y * s * (1.0f - s), streamed_bytes) == store_path::streamed);
+  const auto t = xlite::tanh(xlite::exp(x) + 1.0f);
+  CHECK(xlite::expr::approximations_computed(t * y + t * xlite::exp(x)) == 2);
+  // The evaluator shares a node type only where all its occurrences agree.
+  CHECK(xlite::expr::approximations_computed(xlite::tanh(x) + xlite::tanh(y) + xlite::tanh(x)) == 3);
   using xlite::expr::approximation_count_v;
   static_assert(approximation_count_v<decltype(xlite::tanh(x) * xlite::tanh(y))> == 2);
+  static_assert(approximation_count_v<decltype(y * s * (1.0f - s))> == 2);
   static_assert(approximation_count_v<decltype(xlite::exp(-x * x) * y + xlite::tanh(y))> == 2);
   static_assert(approximation_count_v<decltype(xlite::sqrt(x) / y - x * y)> == 0);
 }
@@ -414,6 +423,7 @@ TEST_CASE("evaluate: XLITE_PREFETCH with a bad value is a config_error", "[.xlit
   const tensor<float> x(shape{n}, 1.0f);
   tensor<float> z(shape{n}, 5.0f);
   CHECK_THROWS_AS(z = x + z, xlite::config_error);
+  CHECK_THROWS_AS(z = xlite::tanh(x), xlite::config_error); // a loop that would store plainly reads it too
   CHECK(std::all_of(z.data(), z.data() + n, [](float v) { return v == 5.0f; }));
 }
 

@@ -109,9 +109,24 @@ std::size_t distinct_memory_leaves(const E& e) {
   return count;
 }
 
+// S's operands, as a type_list (none for a leaf).
+template <class S>
+struct operand_list {
+  using type = type_list<>;
+};
+template <op O, class T, class... Operands>
+struct operand_list<node<O, T, Operands...>> {
+  using type = type_list<Operands...>;
+};
+template <class To, class Operand>
+struct operand_list<cast_node<To, Operand>> {
+  using type = type_list<Operand>;
+};
+template <class S>
+using operand_list_t = typename operand_list<S>::type;
+
 // How many of E's nodes approximate a function (kernels::approximates), each occurrence
-// counted: the types cannot tell a subexpression the evaluator computes once (CSE) from the
-// same function of other arrays (tanh(x) * tanh(y)).
+// counted (approximations_computed counts a shared one once).
 template <class S>
 inline constexpr bool approximating_node_v = false;
 template <op O, class T, class... Operands>
@@ -362,6 +377,39 @@ std::array<bool, repeated_count_v<E>> find_shared(const E& e) {
   }(repeated_t<E>{});
 }
 
+// S's place in a list of types, or the list's size when S is not in it.
+template <class S, class... Ts>
+constexpr std::size_t index_in(type_list<Ts...>) {
+  constexpr bool same[] = {std::is_same_v<S, Ts>..., true};
+  std::size_t k = 0;
+  while (!same[k]) ++k;
+  return k;
+}
+
+// The approximated functions the evaluator computes per element in S, a subexpression of E:
+// each occurrence, but a shared one (find_shared) once, at the first of them.
+template <class E, class S, std::size_t N>
+std::size_t approximations_computed(const std::array<bool, N>& shared, std::array<bool, N>& counted) {
+  if constexpr (approximation_count_v<S> == 0) {
+    return 0;
+  } else {
+    constexpr std::size_t k = index_in<S>(repeated_t<E>{});
+    if constexpr (k < N) {
+      if (shared[k] && std::exchange(counted[k], true)) return 0;
+    }
+    return std::size_t{approximating_node_v<S>} + [&]<class... Operands>(type_list<Operands...>) {
+      return (approximations_computed<E, Operands>(shared, counted) + ... + std::size_t{0});
+    }(operand_list_t<S>{});
+  }
+}
+
+template <class E>
+std::size_t approximations_computed(const E& e) {
+  const auto shared = find_shared(e);
+  std::array<bool, repeated_count_v<E>> counted{};
+  return approximations_computed<E, E>(shared, counted);
+}
+
 // How many subexpressions of e the evaluator computes once and reuses (for tests and for
 // users checking that a repeated term is shared).
 template <expression E>
@@ -388,10 +436,7 @@ struct sharing_context<Arch, L, type_list<Repeated...>> {
   // S's slot, or count when S is not a repeated type.
   template <class S>
   static constexpr std::size_t index_of() {
-    constexpr bool same[] = {std::is_same_v<S, Repeated>..., true};
-    std::size_t k = 0;
-    while (!same[k]) ++k;
-    return k;
+    return index_in<S>(type_list<Repeated...>{});
   }
 };
 
@@ -794,22 +839,26 @@ enum class store_path : std::uint8_t { cached, streamed, streamed_asking_ahead }
 // 2^26 floats (docs/benchmarks.md), a loop with at least as many approximations as arrays
 // ran faster storing plainly: on one thread 10-34% for tanh(x), 34-37% for sin(x), 21% for
 // exp(x) + tanh(y) + sin(w), and on two as fast or faster; one with fewer still ran faster
-// streaming (tanh(x) + y 5-10%, e1 = a * x + y 13-30%) or level (e3 = exp(-x * x) * y +
-// tanh(w), 3-4% behind). Where streaming asks ahead (Intel's CPUs) the loop keeps
-// streaming: that was measured there, storing plainly was not.
+// streaming (tanh(x) + y 5-10%, e1 = a * x + y 13-30%) or lost a little (e3 = exp(-x * x)
+// * y + tanh(w), 3-4%). Measured on floats; doubles follow the same rule. Where streaming
+// asks ahead (XLITE_PREFETCH=1, the default on Intel's CPUs) the loop keeps streaming:
+// that was measured there, storing plainly was not.
 inline store_path store_path_for(std::size_t output_bytes, std::size_t approximations, std::size_t arrays) {
   if (!kernels::streaming_pays(output_bytes)) return store_path::cached;
   if (kernels::prefetch_pays()) return store_path::streamed_asking_ahead;
   return approximations > 0 && approximations >= arrays ? store_path::cached : store_path::streamed;
 }
 
-// The same for evaluating e, counting its arrays only where that can matter: not on the
-// many evaluations too small to stream.
+// The same for evaluating e, counting only where that can matter: not for expressions with
+// no approximated function, nor on the many evaluations too small to stream.
 template <class E>
 store_path store_path_for(const E& e, std::size_t output_bytes) {
-  constexpr std::size_t approximations = approximation_count_v<E>;
-  const bool counts = approximations > 0 && kernels::streaming_pays(output_bytes);
-  return store_path_for(output_bytes, approximations, counts ? distinct_memory_leaves(e) : 0);
+  if constexpr (approximation_count_v<E> == 0) {
+    return store_path_for(output_bytes, 0, 0);
+  } else {
+    if (!kernels::streaming_pays(output_bytes)) return store_path::cached;
+    return store_path_for(output_bytes, approximations_computed(e), distinct_memory_leaves(e));
+  }
 }
 
 // Flattened: the whole expression, down to each op's SIMD code, is inlined into the loop at

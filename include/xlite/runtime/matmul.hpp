@@ -213,10 +213,14 @@ inline void run_matmul(const buffer& a, const buffer& b, buffer& out, matmul_tra
             for (std::int64_t q = 0; q < k; ++q) {
               const In x = transposed.a ? pa[q * lda + i] : pa[i * lda + q];
               const In y = transposed.b ? pb[j * ldb + q] : pb[q * ldb + j];
-              // Signed integers wrap modulo 2^N, as PyTorch's do, where C++ leaves overflow undefined.
-              using kernels::detail::wrapping;
-              acc = wrapping(acc, wrapping(static_cast<C>(x), static_cast<C>(y), kernels::detail::times),
-                             kernels::detail::plus);
+              if constexpr (std::is_integral_v<C>) {
+                // Signed integers wrap modulo 2^N, as PyTorch's do, where C++ leaves overflow undefined.
+                using kernels::detail::wrapping;
+                acc = wrapping(acc, wrapping(static_cast<C>(x), static_cast<C>(y), kernels::detail::times),
+                               kernels::detail::plus);
+              } else {
+                acc += static_cast<C>(x) * static_cast<C>(y);
+              }
             }
             pc[i * n + j] = static_cast<Out>(acc);
           }
