@@ -367,34 +367,46 @@ namespace {
 constexpr std::size_t streamed_bytes = std::size_t{64} << 20; // past streaming_pays' threshold
 }
 
-// Without asking ahead, a loop with at least as many approximated functions as arrays it
-// reads stores plainly (store_path_for); asking ahead, it streams.
+// Without asking ahead, a loop stores plainly (store_path_for) where it evaluates an
+// approximated function for every two arrays it moves on one thread, for every array it
+// reads on more; asking ahead, it streams.
 TEST_CASE("evaluate: XLITE_PREFETCH=0 chooses streaming without asking ahead", "[.xlite_prefetch_off]") {
   using xlite::expr::store_path, xlite::expr::store_path_for;
   CHECK_FALSE(xlite::kernels::prefetch_pays());
-  CHECK(store_path_for(streamed_bytes, 0, 3) == store_path::streamed);
-  CHECK(store_path_for(streamed_bytes, 0, 0) == store_path::streamed);
-  CHECK(store_path_for(streamed_bytes, 2, 3) == store_path::streamed);
-  CHECK(store_path_for(streamed_bytes, 1, 1) == store_path::cached);
-  CHECK(store_path_for(streamed_bytes, 3, 2) == store_path::cached);
-  CHECK(store_path_for(streamed_bytes, 1, 0) == store_path::cached);
-  CHECK(store_path_for(1024, 0, 3) == store_path::cached);
+  // Approximations, arrays read, threads.
+  CHECK(store_path_for(streamed_bytes, 0, 3, 1) == store_path::streamed);
+  CHECK(store_path_for(streamed_bytes, 0, 0, 1) == store_path::streamed);
+  CHECK(store_path_for(streamed_bytes, 1, 2, 1) == store_path::streamed);
+  CHECK(store_path_for(streamed_bytes, 2, 4, 1) == store_path::streamed);
+  CHECK(store_path_for(streamed_bytes, 2, 3, 1) == store_path::cached);
+  CHECK(store_path_for(streamed_bytes, 1, 1, 1) == store_path::cached);
+  CHECK(store_path_for(streamed_bytes, 1, 0, 1) == store_path::cached);
+  CHECK(store_path_for(streamed_bytes, 2, 3, 2) == store_path::streamed);
+  CHECK(store_path_for(streamed_bytes, 0, 0, 2) == store_path::streamed);
+  CHECK(store_path_for(streamed_bytes, 1, 1, 2) == store_path::cached);
+  CHECK(store_path_for(streamed_bytes, 3, 2, 2) == store_path::cached);
+  CHECK(store_path_for(streamed_bytes, 1, 0, 4) == store_path::cached);
+  CHECK(store_path_for(1024, 0, 3, 1) == store_path::cached);
 
   const auto n = static_cast<std::int64_t>(streamed_bytes / sizeof(float));
   const tensor<float> x(shape{n}, 0.5f);
   const tensor<float> y(shape{n}, 0.25f);
-  CHECK(store_path_for(xlite::tanh(x) + y, streamed_bytes) == store_path::streamed);
-  CHECK(store_path_for(xlite::exp(x * x) + x, streamed_bytes) == store_path::cached); // one array
-  CHECK(store_path_for(xlite::exp(x) * xlite::tanh(y), streamed_bytes) == store_path::cached);
-  CHECK(store_path_for(xlite::exp(x) * xlite::tanh(y), 1024) == store_path::cached);
-  CHECK(store_path_for(x * 2.0f, streamed_bytes) == store_path::streamed);
+  const tensor<float> w(shape{n}, -0.5f);
+  const auto e3 = xlite::exp(-x * x) * y + xlite::tanh(w);
+  CHECK(store_path_for(e3, streamed_bytes, 1) == store_path::cached);
+  CHECK(store_path_for(e3, streamed_bytes, 2) == store_path::streamed);
+  CHECK(store_path_for(xlite::tanh(x) + y, streamed_bytes, 1) == store_path::streamed);
+  CHECK(store_path_for(xlite::exp(x * x) + x, streamed_bytes, 2) == store_path::cached); // one array
+  CHECK(store_path_for(xlite::exp(x) * xlite::tanh(y), streamed_bytes, 2) == store_path::cached);
+  CHECK(store_path_for(xlite::exp(x) * xlite::tanh(y), 1024, 1) == store_path::cached);
+  CHECK(store_path_for(x * 2.0f, streamed_bytes, 1) == store_path::streamed);
 
   // Counted as computed: the same function of two arrays twice, a shared one (the
   // evaluator computes it once) once, with what it contains.
-  CHECK(store_path_for(xlite::tanh(x) * xlite::tanh(y), streamed_bytes) == store_path::cached);
+  CHECK(store_path_for(xlite::tanh(x) * xlite::tanh(y), streamed_bytes, 2) == store_path::cached);
   const auto s = xlite::sigmoid(x);
   CHECK(xlite::expr::approximations_computed(y * s * (1.0f - s)) == 1);
-  CHECK(store_path_for(y * s * (1.0f - s), streamed_bytes) == store_path::streamed);
+  CHECK(store_path_for(y * s * (1.0f - s), streamed_bytes, 1) == store_path::streamed);
   const auto t = xlite::tanh(xlite::exp(x) + 1.0f);
   CHECK(xlite::expr::approximations_computed(t * y + t * xlite::exp(x)) == 2);
   // The evaluator shares a node type only where all its occurrences agree.
@@ -409,14 +421,15 @@ TEST_CASE("evaluate: XLITE_PREFETCH=0 chooses streaming without asking ahead", "
 TEST_CASE("evaluate: XLITE_PREFETCH=1 chooses streaming asking ahead", "[.xlite_prefetch_on]") {
   using xlite::expr::store_path, xlite::expr::store_path_for;
   CHECK(xlite::kernels::prefetch_pays());
-  CHECK(store_path_for(streamed_bytes, 0, 3) == store_path::streamed_asking_ahead);
-  CHECK(store_path_for(streamed_bytes, 1, 1) == store_path::streamed_asking_ahead);
-  CHECK(store_path_for(1024, 0, 3) == store_path::cached);
+  CHECK(store_path_for(streamed_bytes, 0, 3, 1) == store_path::streamed_asking_ahead);
+  CHECK(store_path_for(streamed_bytes, 1, 1, 1) == store_path::streamed_asking_ahead);
+  CHECK(store_path_for(streamed_bytes, 2, 3, 2) == store_path::streamed_asking_ahead);
+  CHECK(store_path_for(1024, 0, 3, 1) == store_path::cached);
 }
 
 // An evaluation that would stream fails on the calling thread before it stores anything.
 TEST_CASE("evaluate: XLITE_PREFETCH with a bad value is a config_error", "[.xlite_prefetch_bad]") {
-  CHECK_THROWS_WITH(xlite::expr::store_path_for(streamed_bytes, 0, 3),
+  CHECK_THROWS_WITH(xlite::expr::store_path_for(streamed_bytes, 0, 3, 1),
                     Catch::Matchers::Contains("XLITE_PREFETCH='yes'"));
   if (!xlite::kernels::simd_path_active()) return;
   const auto n = static_cast<std::int64_t>(streamed_bytes / sizeof(float));

@@ -831,33 +831,39 @@ inline std::int64_t tasks_per_chunk(std::int64_t tasks, std::int64_t task_elemen
 enum class store_path : std::uint8_t { cached, streamed, streamed_asking_ahead };
 
 // For an output of `output_bytes` from a loop that reads `arrays` distinct arrays and
-// evaluates `approximations` approximated functions (kernels::approximates) per element.
+// evaluates `approximations` approximated functions (kernels::approximates) per element, on
+// `threads` threads.
 //
 // Streaming saves the read of each output line, but a streaming store holds one of the
 // core's few line buffers until memory takes the line, and a loop that computes between
 // its stores stalls on them instead of computing while they drain. Measured on Zen 5 over
-// 2^26 floats (docs/benchmarks.md), a loop with at least as many approximations as arrays
-// ran faster storing plainly: on one thread 10-34% for tanh(x), 34-37% for sin(x), 21% for
-// exp(x) + tanh(y) + sin(w), and on two as fast or faster; one with fewer still ran faster
-// streaming (tanh(x) + y 5-10%, e1 = a * x + y 13-30%) or lost a little (e3 = exp(-x * x)
-// * y + tanh(w), 3-4%). Measured on floats; doubles follow the same rule. Where streaming
-// asks ahead (XLITE_PREFETCH=1, the default on Intel's CPUs) the loop keeps streaming:
-// that was measured there, storing plainly was not.
-inline store_path store_path_for(std::size_t output_bytes, std::size_t approximations, std::size_t arrays) {
+// 2^26 floats (docs/benchmarks.md): on one thread, a loop with an approximation for every
+// two arrays it moves (the output counted) ran faster storing plainly: 10-34% for tanh(x),
+// 34-37% for sin(x), 1-23% for e3 = exp(-x * x) * y + tanh(w), 4-15% for sigmoid(x) * y +
+// sigmoid(w); one with fewer still ran faster streaming in most runs (exp(x) + y 11-25%,
+// sigmoid(x) * y 9-13%, tanh(x) + y up to 11%, e1 = a * x + y 13-30%). On two threads, sharing memory, each waits on it
+// longer and streaming pays further: e3 and the like moved by the machine's phases, from 16% slower to 26% faster
+// storing plainly, so there only a loop with an approximation for every array it reads stores plainly (tanh(x) 1-23%
+// faster). Measured on floats; doubles follow the same rule. Where streaming asks ahead (XLITE_PREFETCH=1, the default
+// on Intel's CPUs) the loop keeps streaming: that was measured there, storing plainly was not.
+inline store_path store_path_for(std::size_t output_bytes, std::size_t approximations, std::size_t arrays,
+                                 std::size_t threads) {
   if (!kernels::streaming_pays(output_bytes)) return store_path::cached;
   if (kernels::prefetch_pays()) return store_path::streamed_asking_ahead;
-  return approximations > 0 && approximations >= arrays ? store_path::cached : store_path::streamed;
+  const bool computes_as_long_as_it_moves =
+      approximations > 0 && (threads == 1 ? 2 * approximations >= arrays + 1 : approximations >= arrays);
+  return computes_as_long_as_it_moves ? store_path::cached : store_path::streamed;
 }
 
 // The same for evaluating e, counting only where that can matter: not for expressions with
 // no approximated function, nor on the many evaluations too small to stream.
 template <class E>
-store_path store_path_for(const E& e, std::size_t output_bytes) {
+store_path store_path_for(const E& e, std::size_t output_bytes, std::size_t threads) {
   if constexpr (approximation_count_v<E> == 0) {
-    return store_path_for(output_bytes, 0, 0);
+    return store_path_for(output_bytes, 0, 0, threads);
   } else {
     if (!kernels::streaming_pays(output_bytes)) return store_path::cached;
-    return store_path_for(output_bytes, approximations_computed(e), distinct_memory_leaves(e));
+    return store_path_for(output_bytes, approximations_computed(e), distinct_memory_leaves(e), threads);
   }
 }
 
@@ -1088,8 +1094,9 @@ void evaluate_into(const E& e, T* out) {
     thread_pool& pool = current_thread_pool();
     const bool serial = count < parallel_threshold || pool.num_threads() == 1;
     const auto run_flat = [&](const bound_root<E>& bound_expr) {
-      const flat_task<Arch, L, bound_root<E>, T> task{bound_expr, out,
-                                                      store_path_for(e, static_cast<std::size_t>(count) * sizeof(T))};
+      const std::size_t threads = serial ? 1 : pool.num_threads();
+      const flat_task<Arch, L, bound_root<E>, T> task{
+          bound_expr, out, store_path_for(e, static_cast<std::size_t>(count) * sizeof(T), threads)};
       if (serial) {
         task(0, count);
       } else {
