@@ -831,21 +831,23 @@ inline std::int64_t tasks_per_chunk(std::int64_t tasks, std::int64_t task_elemen
 enum class store_path : std::uint8_t { cached, streamed, streamed_asking_ahead };
 
 // For an output of `output_bytes` from a loop that reads `arrays` distinct arrays and
-// evaluates `approximations` approximated functions (kernels::approximates) per element, on
-// `threads` threads.
+// evaluates `approximations` approximated functions (kernels::approximates) per element,
+// split over `threads` threads.
 //
 // Streaming saves the read of each output line, but a streaming store holds one of the
 // core's few line buffers until memory takes the line, and a loop that computes between
 // its stores stalls on them instead of computing while they drain. Measured on Zen 5 over
-// 2^26 floats (docs/benchmarks.md): on one thread, a loop with an approximation for every
-// two arrays it moves (the output counted) ran faster storing plainly: 10-34% for tanh(x),
-// 34-37% for sin(x), 1-23% for e3 = exp(-x * x) * y + tanh(w), 4-15% for sigmoid(x) * y +
-// sigmoid(w); one with fewer still ran faster streaming in most runs (exp(x) + y 11-25%,
-// sigmoid(x) * y 9-13%, tanh(x) + y up to 11%, e1 = a * x + y 13-30%). On two threads, sharing memory, each waits on it
-// longer and streaming pays further: e3 and the like moved by the machine's phases, from 16% slower to 26% faster
-// storing plainly, so there only a loop with an approximation for every array it reads stores plainly (tanh(x) 1-23%
-// faster). Measured on floats; doubles follow the same rule. Where streaming asks ahead (XLITE_PREFETCH=1, the default
-// on Intel's CPUs) the loop keeps streaming: that was measured there, storing plainly was not.
+// 2^26 floats (docs/benchmarks.md), rates storing plainly over streaming: on one thread, a
+// loop with an approximation for every two arrays it moves (its output counted) ran faster
+// plainly: tanh(x) 1.10-1.34x, sin(x) 1.34-1.37x, e3 = exp(-x * x) * y + tanh(w)
+// 1.01-1.23x, sigmoid(x) * y + sigmoid(w) 1.05-1.15x; one with fewer ran faster streaming
+// in most runs: exp(x) + y 0.75-0.89x, sigmoid(x) * y 0.87-0.91x, e1 = a * x + y
+// 0.77-0.88x. On two threads, which share memory, e3 and loops like it moved with the
+// machine's phase from 0.84x to 1.26x (one build against itself: 0.80-1.12x), so there a
+// loop stores plainly only with an approximation for every array it reads (tanh(x)
+// 1.01-1.29x). Measured on floats; doubles follow the same rule. Where streaming asks
+// ahead (XLITE_PREFETCH=1, the default on Intel's CPUs) the loop keeps streaming: that was
+// measured there, storing plainly was not.
 inline store_path store_path_for(std::size_t output_bytes, std::size_t approximations, std::size_t arrays,
                                  std::size_t threads) {
   if (!kernels::streaming_pays(output_bytes)) return store_path::cached;
